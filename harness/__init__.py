@@ -1,0 +1,1 @@
+"""The controller: platforms, interpreter, store, analysis pipeline, reports and the CLI."""

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs everything the harness and its tests need on a Debian/Ubuntu machine, idempotently:
+# a virtual environment at .venv with the project and its test dependencies.
+# Later steps (Docker engine, node image, Java, Chromium) are added here as the parts that need
+# them land, so that a fresh machine needs nothing but this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*"; }
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  log "creating virtual environment .venv"
+  "$PYTHON" -m venv .venv
+fi
+log "installing the project and its test dependencies"
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e '.[test]'
+log "done"

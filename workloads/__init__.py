@@ -1,0 +1,1 @@
+"""Workloads: seeded operation generators (pure data) and the clients that execute them."""
