@@ -16,4 +16,7 @@ fi
 log "installing the project and its test dependencies"
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
+log "Docker engine and node image (container tests, docker platform)"
+bash scripts/install-docker.sh
+bash scripts/build-image.sh
 log "done"

@@ -1,0 +1,154 @@
+"""The docker platform: nodes on an internal network, partitions with iptables, and teardown that leaves
+nothing behind, also after an exception in the run or a failure half-way through bring-up."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+
+import pytest
+from docker.client import DockerClient
+
+from harness.platforms.docker import (
+    LABEL_RUN,
+    DockerPlatform,
+    PlatformError,
+    cleanup_leftovers,
+    connect_engine,
+)
+from harness.topology import topology
+from tests.harness.conftest import session_run_id
+from tests.harness.node_probes import tcp_reachable, wait_for_sshd
+
+StartPlatform = Callable[..., DockerPlatform]
+
+
+def _run_objects(client: DockerClient, run_id: str) -> list[str]:
+    label = {"label": f"{LABEL_RUN}={run_id}"}
+    containers = [container.name for container in client.containers.list(all=True, filters=label)]
+    return containers + [network.name for network in client.networks.list(filters=label)]
+
+
+def test_a_missing_engine_is_one_sentence_saying_what_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(PlatformError) as raised:
+        connect_engine(timeout=2)
+    assert str(raised.value) == (
+        "no Docker engine answers at unix:///nonexistent/docker.sock: run scripts/install-docker.sh as root "
+        "(or start your Docker engine), then retry"
+    )
+    assert raised.value.exit_code == 254
+
+
+@pytest.mark.docker
+def test_three_nodes_reach_each_other_by_name_until_iptables_drops_a_link(start_platform: StartPlatform) -> None:
+    platform = start_platform(topology(3))
+    remotes = platform.remotes()
+    assert sorted(remotes) == ["n1", "n2", "n3"]
+    assert {node: remote.run("hostname").stdout.strip() for node, remote in remotes.items()} == {
+        "n1": "n1", "n2": "n2", "n3": "n3"
+    }
+    for remote in remotes.values():
+        wait_for_sshd(remote)
+    assert all(tcp_reachable(remotes[a], b) for a in remotes for b in remotes if a != b)
+
+    n1, n2, n3 = remotes["n1"], remotes["n2"], remotes["n3"]
+    n1.run(["iptables", "-A", "INPUT", "-s", platform.address("n2"), "-j", "DROP"])
+    assert not tcp_reachable(n2, "n1")
+    assert tcp_reachable(n3, "n1")
+    assert tcp_reachable(n1, "n3")
+    n1.run(["iptables", "-D", "INPUT", "-s", platform.address("n2"), "-j", "DROP"])
+    assert tcp_reachable(n2, "n1")
+
+
+@pytest.mark.docker
+def test_the_network_is_internal_and_the_controller_reaches_nodes_over_tcp(
+    start_platform: StartPlatform, docker_engine: DockerClient
+) -> None:
+    platform = start_platform(topology(1))
+    n1 = platform.remote("n1")
+    assert docker_engine.networks.get(platform.network_name).attrs["Internal"] is True
+    # The Debian mirror is reachable from these machines (ENVIRONMENT.md), but not from a node.
+    mirror = socket.gethostbyname("deb.debian.org")
+    with socket.create_connection((mirror, 80), timeout=5):
+        pass
+    assert not tcp_reachable(n1, mirror, 80, timeout_s=2)
+    wait_for_sshd(n1)
+    with socket.create_connection((platform.address("n1"), 22), timeout=5) as connection:
+        assert connection.recv(8) == b"SSH-2.0-"
+
+
+@pytest.mark.docker
+def test_pinned_addresses_are_the_topology_s(start_platform: StartPlatform) -> None:
+    pinned = topology(2, subnet="10.55.201.0/24")
+    platform = start_platform(pinned, pin_addresses=True)
+    assert [platform.address(node) for node in pinned.names] == ["10.55.201.11", "10.55.201.12"]
+    wait_for_sshd(platform.remote("n1"))
+    assert tcp_reachable(platform.remote("n2"), "10.55.201.11", 22)
+
+
+@pytest.mark.docker
+def test_close_removes_containers_paused_or_not_and_the_network(docker_engine: DockerClient) -> None:
+    platform = DockerPlatform(topology(3), run_id=session_run_id(), client=docker_engine)
+    platform.start()
+    assert len(_run_objects(docker_engine, platform.run_id)) == 4
+    docker_engine.containers.get(platform.container_name("n2")).pause()
+    platform.close()
+    assert _run_objects(docker_engine, platform.run_id) == []
+    platform.close()  # idempotent
+
+
+@pytest.mark.docker
+def test_an_exception_in_the_run_still_tears_everything_down(docker_engine: DockerClient) -> None:
+    platform = DockerPlatform(topology(2), run_id=session_run_id(), client=docker_engine)
+    with pytest.raises(RuntimeError, match="mid-run"), platform:
+        platform.remote("n1").run(["iptables", "-A", "INPUT", "-s", platform.address("n2"), "-j", "DROP"])
+        assert len(_run_objects(docker_engine, platform.run_id)) == 3
+        raise RuntimeError("mid-run")
+    assert _run_objects(docker_engine, platform.run_id) == []
+
+
+@pytest.mark.docker
+def test_a_failure_half_way_through_start_removes_what_was_created(
+    docker_engine: DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    platform = DockerPlatform(topology(3), run_id=session_run_id(), client=docker_engine)
+    start_node = DockerPlatform._start_node
+    started: list[str] = []
+
+    def n3_fails_once_started(self: DockerPlatform, client: DockerClient, node: str, address: str | None):
+        remote = start_node(self, client, node, address)
+        started.append(node)
+        if node == "n3":
+            raise PlatformError("injected failure after starting n3")
+        return remote
+
+    monkeypatch.setattr(DockerPlatform, "_start_node", n3_fails_once_started)
+    with pytest.raises(PlatformError, match="injected failure"):
+        platform.start()
+    assert sorted(started) == ["n1", "n2", "n3"]  # every container existed when start gave up
+    assert _run_objects(docker_engine, platform.run_id) == []
+
+
+@pytest.mark.docker
+def test_a_missing_image_is_one_sentence_and_creates_nothing(docker_engine: DockerClient) -> None:
+    platform = DockerPlatform(topology(1, image="chaos-node:no-such-tag"), run_id=session_run_id(), client=docker_engine)
+    with pytest.raises(PlatformError, match="chaos-node:no-such-tag does not exist: build it with scripts/build-image.sh"):
+        platform.start()
+    assert _run_objects(docker_engine, platform.run_id) == []
+
+
+@pytest.mark.docker
+def test_cleanup_leftovers_removes_an_abandoned_run(docker_engine: DockerClient) -> None:
+    abandoned = DockerPlatform(topology(2), run_id=session_run_id(), client=docker_engine)
+    abandoned.start()  # and never closed, as after a controller crash
+    removed = cleanup_leftovers(docker_engine, run_id=abandoned.run_id)
+    assert sorted(removed) == sorted(
+        [abandoned.container_name("n1"), abandoned.container_name("n2"), abandoned.network_name]
+    )
+    assert _run_objects(docker_engine, abandoned.run_id) == []
+
+
+def test_run_ids_must_be_usable_as_docker_names() -> None:
+    with pytest.raises(ValueError, match="run id 'Bad Id!' must be"):
+        DockerPlatform(topology(1), run_id="Bad Id!")
