@@ -1,0 +1,530 @@
+"""The fault vocabulary: every nemesis operation as a frozen dataclass and as plain JSON.
+
+These values are what the seeded generator produces (``schedule.jsonl``), what the interpreter records
+in the history's nemesis operations (FORMATS.md: ``process: "nemesis"``, ``f`` from the table below, the
+invoke's ``value`` is :func:`fault_to_json`'s ``value``) and what each platform implements: the shell
+nemesis over iptables, signals and libfaketime, the simulator over its network and clocks.
+
+| f | fault | heals with |
+| --- | --- | --- |
+| ``partition`` | :class:`Partition`: a grudge, or a kind resolved at run time ("isolate the leader") | ``heal`` |
+| ``kill`` / ``start`` | :class:`Kill` (SIGKILL) / :class:`Start` (start nodes that are down) | ``start`` |
+| ``pause`` / ``resume`` | :class:`Pause` (SIGSTOP) / :class:`Resume` (SIGCONT) | ``resume`` |
+| ``clock`` | :class:`ClockBump`, :class:`ClockStrobe`, :class:`ClockReset` (``value.kind``) | ``clock`` reset |
+| ``loss`` | :class:`Loss`: drop a fraction of the packets between nodes | ``heal-loss`` |
+| ``latency`` | :class:`Latency`: netem delay (unavailable where the kernel lacks netem) | ``heal-latency`` |
+
+Targets are either named nodes (a tuple) or one of :data:`TARGET_SPECS`. The generator resolves random
+specs to named nodes when it draws the schedule, so the schedule says exactly which nodes a fault hits;
+only ``leader`` (and the partition kinds aimed at the leader) wait for run time, when the interpreter
+knows the current leader. :func:`resolve_targets` and :func:`resolve_partition` do that, purely.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from nemesis import grudge as grudges
+
+TARGET_SPECS: tuple[str, ...] = ("one", "minority", "majority", "leader", "all")
+"""Symbolic targets: a random node, a random minority, a random bare majority, the leader, every node."""
+
+PARTITION_KINDS: tuple[str, ...] = (
+    "halves",
+    "isolate",
+    "majorities-ring",
+    "bridge",
+    "one-way",
+    "ping-pong",
+    "grudge",
+)
+"""How a partition was shaped. ``grudge`` is a hand-written one; the others name :mod:`nemesis.grudge`'s
+builders. Only ``isolate`` and ``ping-pong`` take ``target="leader"``."""
+
+CLOCK_KINDS: tuple[str, ...] = ("bump", "strobe", "reset")
+
+Targets = str | tuple[str, ...]
+
+
+class UnresolvableTarget(ValueError):
+    """A target that cannot be turned into nodes now (no leader is known); the fault is not applied."""
+
+
+def _targets(value: Any, what: str) -> Targets:
+    """Normalise a targets value: a symbolic spec, or a non-empty tuple of distinct node names."""
+    if isinstance(value, str):
+        if value not in TARGET_SPECS:
+            raise ValueError(
+                f"{what}: unknown target {value!r}; use one of {', '.join(TARGET_SPECS)} or node names"
+            )
+        return value
+    if isinstance(value, Iterable):
+        nodes = tuple(value)
+        if not nodes or not all(isinstance(n, str) and n for n in nodes) or len(set(nodes)) != len(nodes):
+            raise ValueError(f"{what}: targets must be distinct node names, not {value!r}")
+        return nodes
+    raise ValueError(
+        f"{what}: targets must be a spec ({', '.join(TARGET_SPECS)}) or node names, not {value!r}"
+    )
+
+
+def _targets_json(targets: Targets) -> str | list[str]:
+    return targets if isinstance(targets, str) else list(targets)
+
+
+def _seconds(value: Any, what: str, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number of seconds, not {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"{what} must be positive, not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Drop packets as a grudge says (``grudge``), or as ``kind`` says once the leader is known.
+
+    With ``target="leader"`` the grudge is built at run time: ``isolate`` cuts the leader off,
+    ``ping-pong`` cuts the leader and one other node off from each other only (seed 000's Leader
+    Ping-Pong); ``order`` is the node order, drawn when the schedule was, that picks that other node.
+    """
+
+    f: ClassVar[str] = "partition"
+    kind: str
+    grudge: Mapping[str, frozenset[str]] | None = None
+    target: str | None = None
+    order: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in PARTITION_KINDS:
+            raise ValueError(f"unknown partition kind {self.kind!r}; use one of {', '.join(PARTITION_KINDS)}")
+        if (self.grudge is None) == (self.target is None):
+            raise ValueError(f"partition {self.kind}: give either a grudge or a target, not both or neither")
+        if self.target is not None:
+            if self.target != "leader" or self.kind not in ("isolate", "ping-pong"):
+                raise ValueError(
+                    f"partition {self.kind}: only isolate and ping-pong take a target, and only 'leader'"
+                )
+            if self.kind == "ping-pong" and len(self.order) < 2:
+                raise ValueError("partition ping-pong at the leader needs the node order to pick its peer")
+        if self.grudge is not None:
+            object.__setattr__(self, "grudge", {n: frozenset(d) for n, d in self.grudge.items()})
+        object.__setattr__(self, "order", tuple(self.order))
+
+    def __hash__(self) -> int:
+        grudge = (
+            None
+            if self.grudge is None
+            else tuple(sorted((n, tuple(sorted(d))) for n, d in self.grudge.items()))
+        )
+        return hash((self.kind, grudge, self.target, self.order))
+
+    def value(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.grudge is not None:
+            out["grudge"] = grudges.to_json(self.grudge)
+        else:
+            out["target"] = self.target
+            out["order"] = list(self.order)
+        return out
+
+
+@dataclass(frozen=True)
+class Heal:
+    """End every partition: each node accepts packets from everyone again."""
+
+    f: ClassVar[str] = "heal"
+
+    def value(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class _NodeFault:
+    """A fault on node processes, by target."""
+
+    f: ClassVar[str] = ""
+    targets: Targets = "all"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", _targets(self.targets, self.f))
+
+    def value(self) -> dict[str, Any]:
+        return {"targets": _targets_json(self.targets)}
+
+
+@dataclass(frozen=True)
+class Kill(_NodeFault):
+    """SIGKILL the node process on each target: whatever it had not persisted is lost."""
+
+    f: ClassVar[str] = "kill"
+
+
+@dataclass(frozen=True)
+class Start(_NodeFault):
+    """Start the node process on each target that is down; a running node is left alone."""
+
+    f: ClassVar[str] = "start"
+
+
+@dataclass(frozen=True)
+class Pause(_NodeFault):
+    """SIGSTOP the node process on each target: it keeps its state and connections, and stops answering."""
+
+    f: ClassVar[str] = "pause"
+
+
+@dataclass(frozen=True)
+class Resume(_NodeFault):
+    """SIGCONT the node process on each target; a node that is not paused is left alone."""
+
+    f: ClassVar[str] = "resume"
+
+
+@dataclass(frozen=True)
+class ClockBump:
+    """Move each named node's wall clock by ``deltas[node]`` seconds (added to its current offset).
+
+    Only the wall clock moves; the monotonic clock stays real (ENVIRONMENT.md, libfaketime recipe).
+    """
+
+    f: ClassVar[str] = "clock"
+    kind: ClassVar[str] = "bump"
+    deltas: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.deltas:
+            raise ValueError("clock bump needs at least one node -> seconds")
+        deltas = {str(n): _seconds(d, f"clock bump of {n}") for n, d in self.deltas.items()}
+        object.__setattr__(self, "deltas", deltas)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.deltas.items())))
+
+    def value(self) -> dict[str, Any]:
+        return {"kind": self.kind, "deltas": {n: self.deltas[n] for n in sorted(self.deltas)}}
+
+
+@dataclass(frozen=True)
+class ClockStrobe:
+    """Flip each target's wall clock between its offset and offset + ``delta`` every ``period`` seconds,
+    for ``duration`` seconds, then leave it at its offset."""
+
+    f: ClassVar[str] = "clock"
+    kind: ClassVar[str] = "strobe"
+    targets: Targets
+    delta: float
+    period: float
+    duration: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", _targets(self.targets, "clock strobe"))
+        object.__setattr__(self, "delta", _seconds(self.delta, "clock strobe delta"))
+        object.__setattr__(self, "period", _seconds(self.period, "clock strobe period", positive=True))
+        object.__setattr__(self, "duration", _seconds(self.duration, "clock strobe duration", positive=True))
+
+    def value(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "targets": _targets_json(self.targets),
+            "delta": self.delta,
+            "period": self.period,
+            "duration": self.duration,
+        }
+
+
+@dataclass(frozen=True)
+class ClockReset:
+    """Stop any strobe and put each target's wall clock back to the real time (offset 0)."""
+
+    f: ClassVar[str] = "clock"
+    kind: ClassVar[str] = "reset"
+    targets: Targets = "all"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", _targets(self.targets, "clock reset"))
+
+    def value(self) -> dict[str, Any]:
+        return {"kind": self.kind, "targets": _targets_json(self.targets)}
+
+
+@dataclass(frozen=True)
+class Loss:
+    """Each target drops packets from the other nodes with ``probability`` (iptables statistic match)."""
+
+    f: ClassVar[str] = "loss"
+    targets: Targets
+    probability: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", _targets(self.targets, "loss"))
+        p = self.probability
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
+            raise ValueError(f"loss probability must be in (0, 1], not {p!r}")
+        object.__setattr__(self, "probability", float(p))
+
+    def value(self) -> dict[str, Any]:
+        return {"targets": _targets_json(self.targets), "probability": self.probability}
+
+
+@dataclass(frozen=True)
+class HealLoss:
+    """Stop all packet loss."""
+
+    f: ClassVar[str] = "heal-loss"
+
+    def value(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Delay every packet each target sends by ``delay_ms`` (± ``jitter_ms``) with netem.
+
+    Where the kernel has no netem (these machines: ENVIRONMENT.md) the fault is recorded as unavailable
+    on this host; it is never faked.
+    """
+
+    f: ClassVar[str] = "latency"
+    targets: Targets
+    delay_ms: float
+    jitter_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "targets", _targets(self.targets, "latency"))
+        delay = _seconds(self.delay_ms, "latency delay_ms", positive=True)
+        jitter = _seconds(self.jitter_ms, "latency jitter_ms")
+        if jitter < 0:
+            raise ValueError(f"latency jitter_ms must not be negative, not {jitter}")
+        object.__setattr__(self, "delay_ms", delay)
+        object.__setattr__(self, "jitter_ms", jitter)
+
+    def value(self) -> dict[str, Any]:
+        return {
+            "targets": _targets_json(self.targets),
+            "delay_ms": self.delay_ms,
+            "jitter_ms": self.jitter_ms,
+        }
+
+
+@dataclass(frozen=True)
+class HealLatency:
+    """Remove the netem delay."""
+
+    f: ClassVar[str] = "heal-latency"
+
+    def value(self) -> None:
+        return None
+
+
+Fault = (
+    Partition
+    | Heal
+    | Kill
+    | Start
+    | Pause
+    | Resume
+    | ClockBump
+    | ClockStrobe
+    | ClockReset
+    | Loss
+    | HealLoss
+    | Latency
+    | HealLatency
+)
+
+FAULT_FUNCTIONS: tuple[str, ...] = (
+    "partition",
+    "heal",
+    "kill",
+    "start",
+    "pause",
+    "resume",
+    "clock",
+    "loss",
+    "heal-loss",
+    "latency",
+    "heal-latency",
+)
+"""Every nemesis ``f`` a history may carry."""
+
+HEALS: tuple[str, ...] = ("heal", "start", "resume", "heal-loss", "heal-latency")
+"""The ``f`` of operations that end a fault (plus ``clock`` with ``kind: reset``)."""
+
+
+def is_heal(fault: Fault) -> bool:
+    """Whether the operation ends a fault rather than starting one."""
+    return fault.f in HEALS or isinstance(fault, ClockReset)
+
+
+def fault_to_json(fault: Fault) -> dict[str, Any]:
+    """``{"f": ..., "value": ...}``: the nemesis invoke's fields in the history and a schedule line's."""
+    return {"f": fault.f, "value": fault.value()}
+
+
+def _field(value: Any, name: str, f: str) -> Any:
+    if not isinstance(value, Mapping) or name not in value:
+        raise ValueError(f"nemesis {f}: value must be an object with {name!r}, not {value!r}")
+    return value[name]
+
+
+def fault_from_json(data: Mapping[str, Any]) -> Fault:
+    """The inverse of :func:`fault_to_json`. Raises ``ValueError`` naming what is wrong."""
+    if not isinstance(data, Mapping) or "f" not in data:
+        raise ValueError(f"a nemesis operation is an object with 'f' and 'value', not {data!r}")
+    f, value = data["f"], data.get("value")
+    if f == "partition":
+        kind = _field(value, "kind", f)
+        if "grudge" in value:
+            return Partition(kind=kind, grudge=grudges.from_json(value["grudge"]))
+        return Partition(kind=kind, target=_field(value, "target", f), order=tuple(value.get("order", ())))
+    if f == "heal":
+        return Heal()
+    if f == "heal-loss":
+        return HealLoss()
+    if f == "heal-latency":
+        return HealLatency()
+    if f in ("kill", "start", "pause", "resume"):
+        cls = {"kill": Kill, "start": Start, "pause": Pause, "resume": Resume}[f]
+        return cls(targets=_targets(_field(value, "targets", f), f))
+    if f == "clock":
+        kind = _field(value, "kind", f)
+        if kind == "bump":
+            return ClockBump(deltas=dict(_field(value, "deltas", f)))
+        if kind == "strobe":
+            return ClockStrobe(
+                targets=_field(value, "targets", f),
+                delta=_field(value, "delta", f),
+                period=_field(value, "period", f),
+                duration=_field(value, "duration", f),
+            )
+        if kind == "reset":
+            return ClockReset(targets=_field(value, "targets", f))
+        raise ValueError(f"unknown clock kind {kind!r}; use one of {', '.join(CLOCK_KINDS)}")
+    if f == "loss":
+        return Loss(targets=_field(value, "targets", f), probability=_field(value, "probability", f))
+    if f == "latency":
+        return Latency(
+            targets=_field(value, "targets", f),
+            delay_ms=_field(value, "delay_ms", f),
+            jitter_ms=value.get("jitter_ms", 0.0),
+        )
+    raise ValueError(f"unknown nemesis operation {f!r}; use one of {', '.join(FAULT_FUNCTIONS)}")
+
+
+def fault_nodes(fault: Fault) -> frozenset[str]:
+    """Every node the fault names explicitly (not symbolic targets), for checking against a cluster."""
+    if isinstance(fault, Partition):
+        named = frozenset(fault.order)
+        if fault.grudge is not None:
+            named |= grudges.nodes_of(fault.grudge)
+        return named
+    if isinstance(fault, ClockBump):
+        return frozenset(fault.deltas)
+    targets = getattr(fault, "targets", "all")
+    return frozenset() if isinstance(targets, str) else frozenset(targets)
+
+
+def check_nodes(fault: Fault, nodes: Iterable[str]) -> None:
+    """Raise ``ValueError`` if the fault names a node the cluster does not have."""
+    known = set(nodes)
+    unknown = sorted(fault_nodes(fault) - known)
+    if unknown:
+        raise ValueError(
+            f"nemesis {fault.f} names unknown node(s) {', '.join(unknown)}; the nodes are {', '.join(sorted(known))}"
+        )
+    if isinstance(fault, Partition) and fault.grudge is not None:
+        grudges.validate(fault.grudge, sorted(known))
+
+
+def _sample(nodes: Sequence[str], k: int, rng: random.Random) -> tuple[str, ...]:
+    """``k`` distinct nodes drawn by ``rng``, listed in the cluster's node order."""
+    chosen = set(rng.sample(list(nodes), k))
+    return tuple(n for n in nodes if n in chosen)
+
+
+def draw_targets(spec: str, nodes: Sequence[str], rng: random.Random) -> tuple[str, ...]:
+    """Named nodes for a random spec: ``one``, ``minority`` (1 to (n-1)//2 nodes, at least 1),
+    ``majority`` (a bare majority) or ``all``. ``leader`` cannot be drawn: it is known only at run time."""
+    listed = list(nodes)
+    n = len(listed)
+    if n == 0:
+        raise ValueError("cannot choose targets from an empty cluster")
+    if spec == "one":
+        return (rng.choice(listed),)
+    if spec == "minority":
+        return _sample(listed, rng.randint(1, max(1, (n - 1) // 2)), rng)
+    if spec == "majority":
+        return _sample(listed, grudges.majority(n), rng)
+    if spec == "all":
+        return tuple(listed)
+    if spec == "leader":
+        raise ValueError("the leader is known only at run time; resolve 'leader' with resolve_targets")
+    raise ValueError(f"unknown target {spec!r}; use one of {', '.join(TARGET_SPECS)}")
+
+
+def resolve_targets(
+    targets: Targets, nodes: Sequence[str], leader: str | None, rng: random.Random | None = None
+) -> tuple[str, ...]:
+    """The nodes a fault hits now. Named nodes stay as they are; ``leader`` becomes the current leader
+    (raises :class:`UnresolvableTarget` when none is known); ``all`` every node; the random specs are
+    drawn from ``rng`` (required for them)."""
+    if not isinstance(targets, str):
+        return tuple(targets)
+    if targets == "leader":
+        if leader is None:
+            raise UnresolvableTarget("no leader is known, so there is no leader to target")
+        if leader not in nodes:
+            raise UnresolvableTarget(f"the reported leader {leader!r} is not one of the nodes")
+        return (leader,)
+    if targets == "all":
+        return tuple(nodes)
+    if rng is None:
+        raise ValueError(f"target {targets!r} is random: pass the run's rng to resolve it")
+    return draw_targets(targets, nodes, rng)
+
+
+def resolve_partition(partition: Partition, nodes: Sequence[str], leader: str | None) -> grudges.Grudge:
+    """The grudge a partition applies now: its own, or the one its kind builds around the leader."""
+    if partition.grudge is not None:
+        return dict(partition.grudge)
+    if leader is None:
+        raise UnresolvableTarget(f"partition {partition.kind} targets the leader, and no leader is known")
+    if leader not in nodes:
+        raise UnresolvableTarget(f"the reported leader {leader!r} is not one of the nodes")
+    if partition.kind == "isolate":
+        return grudges.isolate(nodes, leader)
+    peer = next((n for n in partition.order if n != leader and n in nodes), None)
+    if peer is None:
+        raise UnresolvableTarget("ping-pong needs a node other than the leader, and the order names none")
+    return grudges.ping_pong(leader, peer)
+
+
+def describe(fault: Fault) -> str:
+    """One short line for a person (the live view's active faults, the report's timeline)."""
+    if isinstance(fault, Partition):
+        if fault.grudge is None:
+            return f"partition {fault.kind} {fault.target}"
+        cut = sum(len(d) for d in fault.grudge.values())
+        return f"partition {fault.kind} ({cut} links cut)"
+    if isinstance(fault, ClockBump):
+        return "clock bump " + ", ".join(f"{n} {d:+.3f}s" for n, d in sorted(fault.deltas.items()))
+    if isinstance(fault, ClockStrobe):
+        return f"clock strobe {_who(fault.targets)} ±{abs(fault.delta):.3f}s every {fault.period:.2f}s"
+    if isinstance(fault, ClockReset):
+        return f"clock reset {_who(fault.targets)}"
+    if isinstance(fault, Loss):
+        return f"loss {fault.probability:g} on {_who(fault.targets)}"
+    if isinstance(fault, Latency):
+        return f"latency {fault.delay_ms:g}ms on {_who(fault.targets)}"
+    if isinstance(fault, Kill | Start | Pause | Resume):
+        return f"{fault.f} {_who(fault.targets)}"
+    return fault.f
+
+
+def _who(targets: Targets) -> str:
+    return targets if isinstance(targets, str) else ",".join(targets)

@@ -1,0 +1,284 @@
+"""The seeded nemesis schedule and the fault vocabulary: determinism, pairing, final heal, JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nemesis import faults as fx
+from nemesis import grudge as g
+from nemesis.generator import (
+    FINAL_HEAL_ORDER,
+    PACKAGES,
+    NemesisOptions,
+    ScheduledFault,
+    generate_schedule,
+    nemesis_names,
+    parse_nemesis,
+    schedule_from_jsonl,
+    schedule_to_jsonl,
+)
+
+FIVE = ("n1", "n2", "n3", "n4", "n5")
+ALL = ",".join(nemesis_names())
+
+
+def schedule(seed: int, packages: str = ALL, time_limit: float = 120.0, **options: object):
+    return generate_schedule(packages, FIVE, random.Random(seed), time_limit, NemesisOptions(**options))
+
+
+def test_names_are_the_six_packages() -> None:
+    assert nemesis_names() == ("partition", "kill", "pause", "clock", "loss", "latency")
+
+
+def test_unknown_names_list_the_valid_ones() -> None:
+    with pytest.raises(ValueError) as raised:
+        parse_nemesis("partition,explode")
+    message = str(raised.value)
+    assert "unknown nemesis explode" in message
+    assert all(name in message for name in nemesis_names())
+
+
+def test_parse_is_order_insensitive_and_drops_none() -> None:
+    assert parse_nemesis("kill, partition,kill") == ("partition", "kill")
+    assert parse_nemesis("none") == ()
+    assert parse_nemesis(["clock"]) == ("clock",)
+
+
+@given(st.integers(0, 2**32))
+@settings(max_examples=30)
+def test_same_seed_same_schedule(seed: int) -> None:
+    assert schedule(seed) == schedule(seed)
+
+
+def test_different_seeds_give_different_schedules() -> None:
+    drawn = {json.dumps(schedule_to_jsonl(schedule(seed))) for seed in range(20)}
+    assert len(drawn) == 20
+
+
+def test_a_package_draws_the_same_faults_whatever_else_is_composed_with_it() -> None:
+    alone = [e for e in schedule(7, "partition") if e.package == "partition"]
+    composed = [e for e in schedule(7, "partition,kill,clock") if e.package == "partition"]
+    assert alone == composed
+
+
+@given(st.integers(0, 2**32), st.sampled_from(nemesis_names()))
+@settings(max_examples=60)
+def test_every_fault_is_followed_by_its_heal_and_the_run_ends_healed(seed: int, name: str) -> None:
+    entries = schedule(seed, name, time_limit=90.0)
+    package = PACKAGES[name]
+    heal = package.heal()
+    chaos = [e for e in entries if e.at < 90.0]
+    # Within a package, operations alternate fault, heal, fault, ...
+    for i, entry in enumerate(chaos):
+        assert fx.is_heal(entry.fault) == (i % 2 == 1), entry
+        if fx.is_heal(entry.fault):
+            assert entry.fault == heal
+    # The final heal phase sits at the time limit and heals the package.
+    assert entries[-1] == ScheduledFault(90.0, name, heal)
+    assert [e.at for e in entries] == sorted(e.at for e in entries)
+
+
+def test_final_heal_phase_heals_every_package_in_order() -> None:
+    final = [e for e in schedule(3) if e.at == 120.0]
+    assert [e.package for e in final] == list(FINAL_HEAL_ORDER)
+    assert [e.fault.f for e in final] == ["heal", "heal-loss", "heal-latency", "resume", "start", "clock"]
+    assert all(fx.is_heal(e.fault) for e in final)
+
+
+def test_interval_sets_the_pace() -> None:
+    for interval in (2.0, 10.0):
+        chaos = [e for e in schedule(11, "partition", time_limit=600.0, interval=interval) if e.at < 600.0]
+        gaps = [b.at - a.at for a, b in zip(chaos, chaos[1:], strict=False)]
+        assert all(0.5 * interval - 1e-3 <= gap <= 1.5 * interval + 1e-3 for gap in gaps)
+        assert abs(sum(gaps) / len(gaps) - interval) < 0.15 * interval
+
+
+def test_no_packages_no_schedule_and_short_runs_only_heal() -> None:
+    assert generate_schedule("", FIVE, random.Random(1), 60.0) == ()
+    only_final = generate_schedule("kill", FIVE, random.Random(1), 1.0)
+    assert [e.fault for e in only_final] == [fx.Start("all")]
+
+
+def test_every_partition_kind_appears_and_each_is_valid() -> None:
+    kinds = set()
+    for seed in range(40):
+        for entry in schedule(seed, "partition", time_limit=300.0):
+            fault = entry.fault
+            if isinstance(fault, fx.Partition):
+                kinds.add((fault.kind, fault.target))
+                fx.check_nodes(fault, FIVE)
+    assert kinds == {
+        ("halves", None),
+        ("isolate", None),
+        ("isolate", "leader"),
+        ("one-way", None),
+        ("bridge", None),
+        ("ping-pong", "leader"),
+        ("majorities-ring", None),
+    }
+
+
+def test_small_clusters_only_get_kinds_they_can_hold() -> None:
+    for seed in range(20):
+        for entry in generate_schedule("partition", ("a", "b"), random.Random(seed), 200.0):
+            if isinstance(entry.fault, fx.Partition):
+                assert entry.fault.kind in ("halves", "isolate", "one-way")
+    with pytest.raises(ValueError, match="needs at least 2 nodes"):
+        generate_schedule("partition", ("a",), random.Random(0), 60.0)
+
+
+def test_kills_and_pauses_name_nodes_except_the_leader() -> None:
+    seen = set()
+    for seed in range(30):
+        for entry in schedule(seed, "kill,pause", time_limit=200.0):
+            if isinstance(entry.fault, fx.Kill | fx.Pause):
+                targets = entry.fault.targets
+                assert targets == "leader" or (isinstance(targets, tuple) and set(targets) <= set(FIVE))
+                seen.add("leader" if targets == "leader" else len(targets))
+    assert seen == {"leader", 1, 2, 3, 5}
+
+
+def test_clock_offsets_span_small_to_minutes_and_stay_bounded() -> None:
+    offsets = []
+    for seed in range(30):
+        for entry in schedule(seed, "clock", time_limit=300.0):
+            if isinstance(entry.fault, fx.ClockBump):
+                offsets.extend(entry.fault.deltas.values())
+            elif isinstance(entry.fault, fx.ClockStrobe):
+                offsets.append(entry.fault.delta)
+    sizes = [abs(o) for o in offsets]
+    assert max(sizes) <= 180.0 and min(sizes) >= 0.1
+    assert min(sizes) < 1.0 and max(sizes) > 60.0
+    assert any(o < 0 for o in offsets) and any(o > 0 for o in offsets)
+
+
+@given(st.integers(0, 2**32))
+@settings(max_examples=30)
+def test_schedule_json_round_trip(seed: int) -> None:
+    entries = schedule(seed)
+    lines = [json.loads(json.dumps(line)) for line in schedule_to_jsonl(entries)]
+    assert schedule_from_jsonl(lines) == entries
+    assert all(line["process"] == "nemesis" for line in lines)
+
+
+def test_schedule_from_jsonl_skips_client_lines_and_rejects_bad_ones() -> None:
+    line = ScheduledFault(1.0, "kill", fx.Kill(("n1",))).to_json()
+    assert schedule_from_jsonl([{"process": 0, "f": "read"}, line]) == (
+        ScheduledFault(1.0, "kill", fx.Kill(("n1",))),
+    )
+    with pytest.raises(ValueError, match="unknown nemesis package 'boom'"):
+        schedule_from_jsonl([{**line, "package": "boom"}])
+    with pytest.raises(ValueError, match="'at' >= 0"):
+        schedule_from_jsonl([{**line, "at": -1}])
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        fx.Partition("halves", grudge=g.halves(FIVE)),
+        fx.Partition("isolate", target="leader"),
+        fx.Partition("ping-pong", target="leader", order=FIVE),
+        fx.Heal(),
+        fx.Kill(("n1", "n3")),
+        fx.Kill("leader"),
+        fx.Start("all"),
+        fx.Pause(("n2",)),
+        fx.Resume("all"),
+        fx.ClockBump({"n1": -30.5, "n4": 120.0}),
+        fx.ClockStrobe(("n2",), delta=2.5, period=0.2, duration=10.0),
+        fx.ClockReset("all"),
+        fx.Loss(("n1", "n2"), 0.2),
+        fx.HealLoss(),
+        fx.Latency(("n5",), 100.0, 20.0),
+        fx.HealLatency(),
+    ],
+)
+def test_every_fault_round_trips_through_json(fault: fx.Fault) -> None:
+    data = json.loads(json.dumps(fx.fault_to_json(fault)))
+    assert data["f"] in fx.FAULT_FUNCTIONS
+    assert fx.fault_from_json(data) == fault
+    assert hash(fx.fault_from_json(data)) == hash(fault), "faults are values: usable in sets and as keys"
+    assert fx.describe(fault)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"f": "explode"}, "unknown nemesis operation 'explode'"),
+        ({"f": "kill", "value": {"targets": "everyone"}}, "unknown target 'everyone'"),
+        ({"f": "kill", "value": {}}, "value must be an object with 'targets'"),
+        ({"f": "loss", "value": {"targets": ["n1"], "probability": 1.5}}, "in \\(0, 1\\]"),
+        ({"f": "clock", "value": {"kind": "warp"}}, "unknown clock kind 'warp'"),
+        ({"f": "partition", "value": {"kind": "halves", "target": "n1"}}, "only 'leader'"),
+        ({"f": "partition", "value": {"kind": "spiral", "grudge": {}}}, "unknown partition kind 'spiral'"),
+    ],
+)
+def test_bad_fault_json_is_named(data: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        fx.fault_from_json(data)
+
+
+def test_resolve_targets() -> None:
+    assert fx.resolve_targets(("n2",), FIVE, None) == ("n2",)
+    assert fx.resolve_targets("leader", FIVE, "n4") == ("n4",)
+    assert fx.resolve_targets("all", FIVE, None) == FIVE
+    assert len(fx.resolve_targets("majority", FIVE, None, random.Random(1))) == 3
+    with pytest.raises(fx.UnresolvableTarget, match="no leader is known"):
+        fx.resolve_targets("leader", FIVE, None)
+    with pytest.raises(ValueError, match="pass the run's rng"):
+        fx.resolve_targets("one", FIVE, None)
+
+
+def test_resolve_partition_aims_at_the_leader() -> None:
+    isolate = fx.Partition("isolate", target="leader")
+    assert fx.resolve_partition(isolate, FIVE, "n3") == g.isolate(FIVE, "n3")
+    ping = fx.Partition("ping-pong", target="leader", order=("n3", "n1", "n2", "n4", "n5"))
+    assert fx.resolve_partition(ping, FIVE, "n3") == g.ping_pong("n3", "n1")
+    assert fx.resolve_partition(ping, FIVE, "n2") == g.ping_pong("n2", "n3")
+    with pytest.raises(fx.UnresolvableTarget):
+        fx.resolve_partition(isolate, FIVE, None)
+
+
+def test_check_nodes_rejects_strangers() -> None:
+    with pytest.raises(ValueError, match="unknown node\\(s\\) n9"):
+        fx.check_nodes(fx.Kill(("n9",)), FIVE)
+    fx.check_nodes(fx.Kill("leader"), FIVE)
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(ValueError, match="interval must be a positive"):
+        NemesisOptions(interval=0)
+    with pytest.raises(ValueError, match="network_targets must be drawn from"):
+        NemesisOptions(network_targets=("leader",))
+
+
+HASH_SEED_SCRIPT = """
+import json, random
+from nemesis.generator import generate_schedule, nemesis_names, schedule_to_jsonl
+nodes = {"n1", "n2", "n3", "n4", "n5"}  # a set on purpose: its iteration order follows the hash seed
+for seed in range(5):
+    print(json.dumps(schedule_to_jsonl(generate_schedule(",".join(nemesis_names()), nodes, random.Random(seed), 200))))
+"""
+
+
+@pytest.mark.slow
+def test_schedules_do_not_depend_on_the_hash_seed() -> None:
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", HASH_SEED_SCRIPT],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for hash_seed in ("1", "2")
+    }
+    assert len(outputs) == 1 and outputs.pop().count("\n") == 5

@@ -1,0 +1,105 @@
+"""The executor: generated ops through a (fake) cluster client, completions in the history's shape."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from cluster.client import Result
+from workloads.client import NOTHING_TO_CONFIRM, ClusterWorkloadClient, cluster_clients
+from workloads.ops import Op
+
+
+class FakeClient:
+    """Records each call as (method, args, options) and answers from a queue of Results."""
+
+    def __init__(self, *answers: Result) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.answers = list(answers)
+        self.closed = False
+
+    def __getattr__(self, method: str):
+        async def call(*args: Any, **options: Any) -> Result:
+            self.calls.append((method, args, options))
+            return self.answers.pop(0)
+
+        return call
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def run(client: ClusterWorkloadClient, op: Op) -> dict[str, Any]:
+    return asyncio.run(client.invoke(op))
+
+
+def test_a_write_becomes_an_ok_completion_with_its_lsn() -> None:
+    fake = FakeClient(Result("ok", lsn=(3, 17), node="n2"))
+    completion = run(ClusterWorkloadClient(fake, timeout=4.0), Op("write", "k1", 2000005))
+    assert fake.calls == [("write", ("k1", 2000005), {"node": None, "timeout": 4.0})]
+    assert completion == {"type": "ok", "value": None, "lsn": [3, 17], "node": "n2", "error": None}
+
+
+def test_cas_sends_expected_and_new_and_keeps_a_mismatch_definite() -> None:
+    fake = FakeClient(Result("fail", error="cas-mismatch", lsn=(3, 18), node="n2"))
+    completion = run(ClusterWorkloadClient(fake), Op("cas", "k1", [None, 7], node="n5"))
+    assert fake.calls == [("cas", ("k1", None, 7), {"node": "n5", "timeout": None})]
+    assert completion["type"] == "fail" and completion["error"] == "cas-mismatch"
+
+
+def test_an_indeterminate_read_is_recorded_as_failed_but_a_consume_is_not() -> None:
+    fake = FakeClient(Result("info", error="timeout", node="n1"), Result("info", error="timeout", node="n1"))
+    client = ClusterWorkloadClient(fake)
+    assert run(client, Op("read", "k0"))["type"] == "fail"
+    assert run(client, Op("consume", "q0"))["type"] == "info"
+
+
+def test_a_read_returns_what_it_saw() -> None:
+    fake = FakeClient(Result("ok", value=1000003, lsn=(2, 9), node="n3"))
+    completion = run(ClusterWorkloadClient(fake), Op("read", "k0"))
+    assert completion["value"] == 1000003 and completion["lsn"] == [2, 9]
+
+
+def test_put_sends_value_and_guid_as_the_cluster_expects() -> None:
+    fake = FakeClient(Result("ok", lsn=(1, 4), node="n1"))
+    run(ClusterWorkloadClient(fake), Op("put", "q0", {"guid": "g-9", "value": 11}))
+    assert fake.calls == [("put", ("q0", 11, "g-9"), {"node": None, "timeout": None})]
+
+
+def test_confirm_without_a_guid_confirms_the_last_consumed_message() -> None:
+    message = {"guid": "g-1", "value": 5}
+    fake = FakeClient(Result("ok", value=message, lsn=(1, 5), node="n1"), Result("ok", lsn=(1, 6), node="n1"))
+    client = ClusterWorkloadClient(fake)
+    assert run(client, Op("consume", "q0"))["value"] == message
+    confirmed = run(client, Op("confirm", "q0"))
+    assert fake.calls[-1] == ("confirm", ("q0", "g-1"), {"node": None, "timeout": None})
+    assert confirmed == {"type": "ok", "value": "g-1", "lsn": [1, 6], "node": "n1", "error": None}
+    # Nothing is left to confirm: the op did not happen.
+    again = run(client, Op("confirm", "q0"))
+    assert again == {"type": "fail", "value": None, "lsn": None, "node": None, "error": NOTHING_TO_CONFIRM}
+    assert len(fake.calls) == 2
+
+
+def test_an_empty_consume_leaves_nothing_to_confirm() -> None:
+    fake = FakeClient(Result("ok", value=None, lsn=(1, 5), node="n1"))
+    client = ClusterWorkloadClient(fake)
+    run(client, Op("consume", "q0"))
+    assert run(client, Op("confirm", "q0"))["error"] == NOTHING_TO_CONFIRM
+
+
+def test_an_unknown_operation_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="cannot run operation 'append'"):
+        run(ClusterWorkloadClient(FakeClient()), Op("append", "k0", "x"))
+
+
+def test_the_factory_opens_a_client_per_process_and_close_closes_it() -> None:
+    async def scenario() -> None:
+        open_client = cluster_clients({"n1": ("127.0.0.1", 1)}, timeout=2.0)
+        first, second = await open_client(0), await open_client(1)
+        assert first.client is not second.client
+        assert first.client.timeout == 2.0 and first.timeout == 2.0
+        await first.close()
+
+    asyncio.run(scenario())

@@ -1,0 +1,208 @@
+"""Workload generators: determinism per seed, unique values per key, unique GUIDs, final phases."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import uuid
+from collections import Counter, defaultdict
+from itertools import islice
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checkers.models import MODELS
+from workloads.generator import make_workload, plan, workload_names
+from workloads.ops import CHECKERS, VALUE_STRIDE, Op
+from workloads.queue import DRAIN_GIVE_UP, QueueWorkload
+from workloads.register import RegisterWorkload
+
+seeds = st.integers(0, 2**64 - 1)
+
+
+def planned_json(workload, processes=range(10), time_limit=10.0) -> str:
+    return json.dumps(
+        {p: [op.to_json() for op in ops] for p, ops in plan(workload, processes, time_limit).items()}
+    )
+
+
+def test_names_and_unknown_names() -> None:
+    assert workload_names() == ("register", "queue")
+    with pytest.raises(ValueError) as raised:
+        make_workload("bank", random.Random(1))
+    assert str(raised.value) == "unknown workload 'bank'; valid: register, queue"
+    with pytest.raises(ValueError, match="workload register: .*unexpected keyword argument 'colour'"):
+        make_workload("register", random.Random(1), colour="red")
+
+
+@pytest.mark.parametrize("name", workload_names())
+def test_workloads_declare_their_checkers_and_a_known_model(name: str) -> None:
+    workload = make_workload(name, random.Random(0))
+    assert workload.name == name
+    assert set(workload.checkers) <= set(CHECKERS) and "linearizable" in workload.checkers
+    assert workload.model in MODELS
+
+
+@pytest.mark.parametrize("name", workload_names())
+@given(seed=seeds)
+@settings(max_examples=10, deadline=None)
+def test_same_seed_same_operations(name: str, seed: int) -> None:
+    first = planned_json(make_workload(name, random.Random(seed)))
+    assert first == planned_json(make_workload(name, random.Random(seed)))
+
+
+@pytest.mark.parametrize("name", workload_names())
+def test_different_seeds_give_different_operations(name: str) -> None:
+    drawn = {planned_json(make_workload(name, random.Random(seed)), time_limit=5.0) for seed in range(10)}
+    assert len(drawn) == 10
+
+
+def test_a_process_stream_does_not_depend_on_the_order_processes_are_asked() -> None:
+    workload = RegisterWorkload(random.Random(5))
+    forward = {p: list(islice(workload.stream(p), 50)) for p in range(4)}
+    backward = {p: list(islice(workload.stream(p), 50)) for p in reversed(range(4))}
+    assert forward == backward
+    assert forward[0] != forward[1]
+
+
+@given(seed=seeds, keys=st.integers(1, 4), rotate=st.one_of(st.none(), st.integers(1, 30)))
+@settings(max_examples=40, deadline=None)
+def test_register_values_are_unique_per_key(seed: int, keys: int, rotate: int | None) -> None:
+    workload = RegisterWorkload(random.Random(seed), keys=keys, rotate_after=rotate, rate=None)
+    written: dict[str, list[int]] = defaultdict(list)
+    for process in range(8):
+        for op in islice(workload.stream(process), 300):
+            if op.f == "write":
+                written[op.key].append(op.value)
+            elif op.f == "cas":
+                written[op.key].append(op.value[1])
+    for key, values in written.items():
+        assert len(values) == len(set(values)), f"{key} has a repeated value"
+
+
+def test_register_values_name_their_process_and_cas_expects_its_last_proposal() -> None:
+    workload = RegisterWorkload(random.Random(9), keys=1, rotate_after=None, rate=None)
+    proposed = None
+    count = 0
+    for op in islice(workload.stream(3), 200):
+        assert op.key == "k0"
+        if op.f == "read":
+            assert op.value is None
+            continue
+        count += 1
+        new = op.value if op.f == "write" else op.value[1]
+        assert new == 3 * VALUE_STRIDE + count
+        if op.f == "cas":
+            assert op.value[0] == proposed
+        proposed = new
+    assert count > 50
+
+
+def test_register_keys_rotate_in_windows() -> None:
+    workload = RegisterWorkload(random.Random(2), keys=2, rotate_after=10, rate=None)
+    ops = list(islice(workload.stream(0), 30))
+    assert {op.key for op in ops[:10]} <= {"k0", "k1"}
+    assert {op.key for op in ops[10:20]} <= {"k2", "k3"}
+    assert {op.key for op in ops[20:]} <= {"k4", "k5"}
+
+
+def test_register_mix_is_respected_and_validated() -> None:
+    reads = RegisterWorkload(random.Random(1), mix={"read": 1.0}, rate=None)
+    assert {op.f for op in islice(reads.stream(0), 100)} == {"read"}
+    mixed = Counter(op.f for op in islice(RegisterWorkload(random.Random(1), rate=None).stream(0), 5000))
+    assert 0.35 < mixed["read"] / 5000 < 0.45 and 0.15 < mixed["cas"] / 5000 < 0.25
+    with pytest.raises(ValueError, match="unknown operation\\(s\\) append"):
+        RegisterWorkload(random.Random(1), mix={"append": 1.0})
+    with pytest.raises(ValueError, match="at least one key"):
+        RegisterWorkload(random.Random(1), keys=0)
+
+
+def test_think_times_follow_the_rate_and_plan_stops_at_the_time_limit() -> None:
+    workload = RegisterWorkload(random.Random(4), rate=20.0)
+    thinks = [op.think for op in islice(workload.stream(0), 4000)]
+    assert all(0 <= t <= 0.1 for t in thinks)
+    assert abs(sum(thinks) / len(thinks) - 0.05) < 0.005
+    planned = plan(workload, [0, 1], time_limit=10.0)
+    for ops in planned.values():
+        assert sum(op.think for op in ops) < 10.0
+        assert 150 < len(ops) < 250
+    assert all(op.think == 0.0 for op in islice(RegisterWorkload(random.Random(4), rate=None).stream(0), 10))
+    with pytest.raises(ValueError, match="rate must be a positive number"):
+        RegisterWorkload(random.Random(4), rate=0)
+
+
+@given(seed=seeds)
+@settings(max_examples=20, deadline=None)
+def test_queue_guids_and_values_are_unique(seed: int) -> None:
+    workload = QueueWorkload(random.Random(seed), queues=2, rate=None)
+    puts = [op for p in range(10) for op in islice(workload.stream(p), 200) if op.f == "put"]
+    guids = [op.value["guid"] for op in puts]
+    assert len(guids) == len(set(guids))
+    assert all(uuid.UUID(guid).version == 4 for guid in guids)
+    values = [op.value["value"] for op in puts]
+    assert len(values) == len(set(values))
+
+
+def test_queue_confirms_only_follow_consumes() -> None:
+    workload = QueueWorkload(random.Random(8), confirm_probability=1.0, rate=None)
+    ops = list(islice(workload.stream(0), 500))
+    for before, op in zip(ops, ops[1:], strict=False):
+        if op.f == "confirm":
+            assert before.f == "consume" and before.key == op.key and op.value is None
+    fs = Counter(op.f for op in ops)
+    assert fs["confirm"] == fs["consume"] or fs["confirm"] == fs["consume"] - 1
+    never = QueueWorkload(random.Random(8), confirm_probability=0.0, rate=None)
+    assert "confirm" not in {op.f for op in islice(never.stream(0), 500)}
+
+
+def test_register_final_phase_reads_every_key_at_the_node() -> None:
+    workload = RegisterWorkload(random.Random(1))
+    ops = list(workload.final_ops("n2", ["k10", "k2", "k0", "k2"]))
+    assert ops == [Op("read", k, None, node="n2") for k in ("k0", "k2", "k10")]
+
+
+def test_queue_final_phase_drains_until_empty_and_confirms_each_message() -> None:
+    drain = QueueWorkload(random.Random(1)).final_ops("n1", ["q1", "q0"])
+    asked = [next(drain)]
+    asked.append(drain.send({"type": "ok", "value": {"guid": "g-1", "value": 7}}))
+    asked.append(drain.send({"type": "ok", "value": None}))  # confirm completed
+    asked.append(drain.send({"type": "ok", "value": None}))  # q0 is empty: on to q1
+    for _ in range(DRAIN_GIVE_UP - 1):
+        asked.append(drain.send({"type": "fail", "value": None}))
+    with pytest.raises(StopIteration):
+        drain.send({"type": "fail", "value": None})
+    assert asked[:4] == [
+        Op("consume", "q0", None, node="n1"),
+        Op("confirm", "q0", "g-1", node="n1"),
+        Op("consume", "q0", None, node="n1"),
+        Op("consume", "q1", None, node="n1"),
+    ]
+    assert len(asked) == 4 + DRAIN_GIVE_UP - 1
+
+
+HASH_SEED_SCRIPT = """
+import json, random
+from workloads.generator import make_workload, plan, workload_names
+for name in workload_names():
+    planned = plan(make_workload(name, random.Random(11)), range(5), 10.0)
+    print(json.dumps({p: [op.to_json() for op in ops] for p, ops in planned.items()}))
+"""
+
+
+@pytest.mark.slow
+def test_operations_do_not_depend_on_the_hash_seed() -> None:
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", HASH_SEED_SCRIPT],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for hash_seed in ("1", "2")
+    }
+    assert len(outputs) == 1 and outputs.pop().count("\n") == len(workload_names())

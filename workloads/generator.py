@@ -1,0 +1,63 @@
+"""Choosing a workload by name, and planning its operations as pure data.
+
+* :func:`workload_names` / :func:`make_workload`: the registry (``register``, ``queue``); an unknown
+  name raises ``ValueError`` listing the valid ones.
+* :func:`plan`: the operations each process would be handed within a time limit if every operation
+  took no time (an upper bound), as pure data for ``schedule.jsonl`` and the simulator.
+
+The interpreter (``harness.interpreter``) drives a workload directly: it takes each process's
+``stream(process)``, waits each op's ``think`` on its own clock, and calls ``final_ops(node, keys)`` with
+the keys the run used. Nothing here reads a clock or draws randomness on its own: the RNG is an argument.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from workloads.ops import Op, Workload
+from workloads.queue import QueueWorkload
+from workloads.register import RegisterWorkload
+
+WORKLOADS: dict[str, Callable[..., Workload]] = {
+    "register": RegisterWorkload,
+    "queue": QueueWorkload,
+}
+
+
+def workload_names() -> tuple[str, ...]:
+    """The valid workload names."""
+    return tuple(WORKLOADS)
+
+
+def make_workload(name: str, rng: random.Random, **options: Any) -> Workload:
+    """The workload called ``name``, seeded from ``rng``; ``options`` go to its constructor."""
+    try:
+        factory = WORKLOADS[name]
+    except KeyError:
+        raise ValueError(f"unknown workload {name!r}; valid: {', '.join(workload_names())}") from None
+    try:
+        return factory(rng, **options)
+    except TypeError as exc:
+        raise ValueError(f"workload {name}: {exc}") from None
+
+
+def plan(
+    workload: Workload, processes: Iterable[int], time_limit: float, max_ops: int = 100_000
+) -> dict[int, list[Op]]:
+    """Each process's operations whose cumulative think time stays below ``time_limit`` (at most
+    ``max_ops`` each): everything the process could invoke in the chaos phase if operations took no time."""
+    if time_limit < 0:
+        raise ValueError(f"time limit must be non-negative, not {time_limit!r}")
+    planned: dict[int, list[Op]] = {}
+    for process in processes:
+        ops: list[Op] = []
+        elapsed = 0.0
+        for op in workload.stream(process):
+            elapsed += op.think
+            if elapsed >= time_limit or len(ops) >= max_ops:
+                break
+            ops.append(op)
+        planned[process] = ops
+    return planned

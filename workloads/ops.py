@@ -1,0 +1,113 @@
+"""The operation vocabulary of workloads, and the shape every workload has.
+
+An :class:`Op` is one invocation a logical client process will make: ``f`` on ``key`` with ``value``,
+exactly the fields of a history invoke (FORMATS.md), plus ``node`` (send it to that node; ``None`` lets
+the client choose) and ``think``, the seconds the process waits before invoking it (after its previous
+operation completed). Ops are pure data; a workload's streams are pure functions of its seed.
+
+A :class:`Workload` declares which checkers judge its histories (:data:`CHECKERS`) and the name of the
+sequential model the linearizability checker uses (``checkers.models``: ``cas-register``, ``queue``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+CHECKERS: tuple[str, ...] = ("single-leader-per-term", "lsn-monotonicity", "durability", "linearizable")
+"""The names of the checkers a workload may ask for."""
+
+VALUE_STRIDE = 1_000_000
+"""Written values are ``process * VALUE_STRIDE + n`` (n = 1, 2, ... per process and key): unique per key,
+and a person reading a lost write sees which process wrote it (``3000017``: process 3's 17th)."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation to invoke: the history invoke's ``f``/``key``/``value``, where, and after what pause."""
+
+    f: str
+    key: str | None = None
+    value: Any = None
+    node: str | None = None
+    think: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.f, str) or not self.f:
+            raise ValueError(f"an operation needs a function name f, not {self.f!r}")
+        if not (isinstance(self.think, int | float) and math.isfinite(self.think) and self.think >= 0):
+            raise ValueError(f"think time must be a non-negative number of seconds, not {self.think!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """A schedule line's fields: ``f``, ``key``, ``value``, ``think``, and ``node`` when pinned."""
+        out: dict[str, Any] = {"f": self.f, "key": self.key, "value": self.value, "think": self.think}
+        if self.node is not None:
+            out["node"] = self.node
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Op:
+        if not isinstance(data, Mapping) or "f" not in data:
+            raise ValueError(f"an operation is an object with at least 'f', not {data!r}")
+        return cls(
+            f=data["f"],
+            key=data.get("key"),
+            value=data.get("value"),
+            node=data.get("node"),
+            think=data.get("think", 0.0),
+        )
+
+
+FinalOps = Generator[Op, Any, None]
+"""The final phase at one node: yields operations and is sent each one's completion (an object with
+``type`` and ``value``, or a mapping with those keys), so it can react, e.g. drain a queue until empty."""
+
+
+class Workload(Protocol):
+    """A seeded workload. Implementations: ``workloads.register``, ``workloads.queue``."""
+
+    name: str
+    checkers: tuple[str, ...]
+    model: str
+
+    def stream(self, process: int) -> Iterator[Op]:
+        """The endless operations of logical process ``process``; the same for the same seed and process,
+        whatever other processes do or in which order they are asked."""
+        ...
+
+    def final_ops(self, node: str, keys: Sequence[str]) -> FinalOps:
+        """The operations of the final phase at ``node`` over the ``keys`` the run used."""
+        ...
+
+
+def process_rng(seed: int, process: int) -> random.Random:
+    """The generator of one process's stream, derived from the workload's seed and the process id only,
+    so streams do not depend on how the interpreter interleaves processes."""
+    if process < 0:
+        raise ValueError(f"process ids are non-negative, not {process}")
+    return random.Random(seed * 1_000_003 + process)
+
+
+def think_time(rng: random.Random, rate: float | None) -> float:
+    """A pause drawn uniformly from [0, 2/rate) seconds (mean 1/rate: Jepsen's stagger), 0 without a rate."""
+    if rate is None:
+        return 0.0
+    return round(rng.uniform(0.0, 2.0 / rate), 4)
+
+
+def check_rate(rate: float | None) -> float | None:
+    if rate is None:
+        return None
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"rate must be a positive number of operations per second per process, not {rate!r}")
+    return float(rate)
+
+
+def completion_fields(completion: Any) -> tuple[str | None, Any]:
+    """``(type, value)`` of a completion given as an object with attributes or as a mapping."""
+    if isinstance(completion, Mapping):
+        return completion.get("type"), completion.get("value")
+    return getattr(completion, "type", None), getattr(completion, "value", None)

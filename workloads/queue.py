@@ -1,0 +1,106 @@
+"""The ``queue`` workload: PUT messages with GUIDs, consume them, CONFIRM them, and drain at the end.
+
+BlazingMQ's message flow (seed 004): a producer PUTs a message carrying a GUID it generated (the broker
+de-duplicates re-sent PUTs by GUID); a consumer receives it and CONFIRMs it, after which it is gone.
+
+Each logical process draws, from its own seeded stream, a queue ``q0``.. and either a ``put`` of
+``{"guid", "value"}`` (the GUID a UUID drawn from the stream, the value ``process * VALUE_STRIDE + n``,
+unique) or a ``consume``, followed with probability ``confirm_probability`` by a ``confirm`` of whatever
+that consume returned. The stream cannot know what a consume will return, so a ``confirm`` op carries no
+GUID (``value`` null): the client fills in the message its process consumed last from that queue
+(``workloads.client``). Unconfirmed messages are what a broker redelivers.
+
+The final phase drains every queue the run used at each node: ``consume`` until the queue reports
+empty, confirming each message, giving up after ``DRAIN_GIVE_UP`` consecutive failures. Checkers: all
+four; model ``queue``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import uuid
+from collections.abc import Iterator, Sequence
+
+from workloads.ops import (
+    CHECKERS,
+    VALUE_STRIDE,
+    FinalOps,
+    Op,
+    check_rate,
+    completion_fields,
+    process_rng,
+    think_time,
+)
+
+DRAIN_GIVE_UP = 5
+"""Consecutive ``fail`` completions after which a drain stops (the interpreter handles ``info``)."""
+DRAIN_LIMIT = 1_000_000
+"""Consumes one drain makes at most; a queue that never empties is itself a finding."""
+
+
+def draw_guid(rng: random.Random) -> str:
+    """A version-4 UUID drawn from ``rng`` (so the same seed gives the same GUIDs)."""
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+class QueueWorkload:
+    """Seeded put/consume/confirm operations over queues ``q0``.. ``q<queues-1>``."""
+
+    name = "queue"
+    checkers = CHECKERS
+    model = "queue"
+
+    def __init__(
+        self,
+        rng: random.Random,
+        *,
+        queues: int = 1,
+        put_fraction: float = 0.5,
+        confirm_probability: float = 0.9,
+        rate: float | None = 10.0,
+    ) -> None:
+        if isinstance(queues, bool) or not isinstance(queues, int) or queues < 1:
+            raise ValueError(f"queue needs at least one queue, not {queues!r}")
+        for name, p in (("put_fraction", put_fraction), ("confirm_probability", confirm_probability)):
+            if not (isinstance(p, int | float) and math.isfinite(p) and 0 <= p <= 1):
+                raise ValueError(f"{name} must be a probability in [0, 1], not {p!r}")
+        self.seed: int = rng.getrandbits(64)
+        self.queues = queues
+        self.put_fraction = float(put_fraction)
+        self.confirm_probability = float(confirm_probability)
+        self.rate = check_rate(rate)
+
+    def stream(self, process: int) -> Iterator[Op]:
+        rng = process_rng(self.seed, process)
+        n = 0
+        while True:
+            key = f"q{rng.randrange(self.queues)}"
+            think = think_time(rng, self.rate)
+            if rng.random() < self.put_fraction:
+                n += 1
+                if n >= VALUE_STRIDE:
+                    raise OverflowError(f"process {process} put {VALUE_STRIDE} messages; values would repeat")
+                message = {"guid": draw_guid(rng), "value": process * VALUE_STRIDE + n}
+                yield Op("put", key, message, think=think)
+                continue
+            yield Op("consume", key, None, think=think)
+            if rng.random() < self.confirm_probability:
+                yield Op("confirm", key, None)
+
+    def final_ops(self, node: str, keys: Sequence[str]) -> FinalOps:
+        for key in sorted(set(keys)):
+            failures = 0
+            for _ in range(DRAIN_LIMIT):
+                kind, message = completion_fields((yield Op("consume", key, None, node=node)))
+                if kind == "ok" and message is None:
+                    break  # the queue is empty
+                if kind == "ok":
+                    failures = 0
+                    guid = message.get("guid") if isinstance(message, dict) else None
+                    if guid is not None:
+                        yield Op("confirm", key, guid, node=node)
+                    continue
+                failures += 1
+                if failures >= DRAIN_GIVE_UP:
+                    break
