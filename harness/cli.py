@@ -1,0 +1,347 @@
+"""The ``harness`` command: ``harness run`` (one chaos test, live view, verdict), ``harness reproduce``,
+and the analysis pipeline's ``harness analyze`` and ``harness suite`` (registered from
+``harness.analysis.cli``).
+
+``harness run`` judges its run through the analysis pipeline (Spark, ``harness.analysis``), which
+rewrites ``results.json``; ``--analysis direct`` keeps the verdict of the checkers ``harness.run`` calls
+directly (no Spark), which is also what stands when Spark cannot start.
+
+Exit codes (ARCHITECTURE.md, Jepsen's convention): 0 valid, 1 invalid (an anomaly was found), 2 unknown
+(could not decide, or interrupted), 254 bad arguments or configuration (including a missing Docker
+engine or node image), 255 the harness itself crashed. A bad name is answered with the valid ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from checkers.verdict import UNKNOWN, Valid, exit_code
+from harness.analysis.cli import add_analyze_parser, add_suite_parser
+from harness.interpreter import RunStats
+from harness.run import (
+    DBS,
+    EXIT_BAD_CONFIG,
+    EXIT_CRASH,
+    PLATFORMS,
+    ConfigError,
+    RunResult,
+    TestSpec,
+    compose,
+    reproduce,
+    run,
+    valid_modes,
+)
+from harness.store import StoreError
+from workloads.generator import workload_names
+
+ANALYSES = ("spark", "direct")
+VERDICT_WORDS = {True: "valid", False: "INVALID", UNKNOWN: "unknown"}
+VERDICT_STYLES = {True: "bold green", False: "bold red", UNKNOWN: "bold yellow"}
+
+
+class UsageError(Exception):
+    """Bad command-line arguments; the CLI exits 254 with the message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _rate(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of operations per second") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative (0: no pause between operations)")
+    return None if value == 0 else value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="harness", description="Jepsen-style chaos tests of leader-based replicated systems.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    run_cmd = commands.add_parser("run", help="deploy a cluster, run a seeded workload under faults, judge it",
+                                  description="Run one chaos test and store it (history, journals, verdict).")
+    run_cmd.add_argument("--db", default="cluster", help=f"system under test ({', '.join(DBS)})")
+    run_cmd.add_argument("--mode", default="blazingmq", help=f"election mode ({', '.join(valid_modes())})")
+    run_cmd.add_argument("--nodes", type=_count, default=5, help="number of nodes (default 5)")
+    run_cmd.add_argument("--workload", default="register", help=f"workload ({', '.join(workload_names())})")
+    run_cmd.add_argument("--nemesis", default="partition,kill,pause,clock",
+                         help="comma-separated fault packages, or none (default partition,kill,pause,clock)")
+    run_cmd.add_argument("--time-limit", type=_seconds, default=60.0, help="seconds of chaos (default 60)")
+    run_cmd.add_argument("--concurrency", type=_count, default=10, help="client processes (default 10)")
+    run_cmd.add_argument("--seed", type=int, default=None, help="the run's seed (default: random, printed)")
+    run_cmd.add_argument("--bug", dest="bugs", action="append", default=[], metavar="NAME",
+                         help="switch on a known bug on every node (repeatable)")
+    run_cmd.add_argument("--platform", default="docker", help=f"where the nodes run ({', '.join(PLATFORMS)})")
+    run_cmd.add_argument("--hosts", default=None, help="ssh platform: file of nodes and hosts")
+    run_cmd.add_argument("--store", default="store", help="store directory (default ./store)")
+    run_cmd.add_argument("--rate", type=_rate, default=10.0,
+                         help="operations per second per client process (0: as fast as possible; default 10)")
+    run_cmd.add_argument("--nemesis-interval", type=_seconds, default=10.0,
+                         help="mean seconds between nemesis operations (default 10)")
+    run_cmd.add_argument("--op-timeout", type=_seconds, default=5.0, help="seconds per operation (default 5)")
+    run_cmd.add_argument("--name", default=None, help="test name in the store (default from the options)")
+    run_cmd.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
+
+    repro = commands.add_parser("reproduce", help="re-run a stored run's spec and schedule",
+                                description="Re-run a stored test with its spec and nemesis schedule and "
+                                            "report how many replays failed the same checker.")
+    repro.add_argument("run_dir", metavar="STORE_DIR", help="a stored run (e.g. store/latest)")
+    repro.add_argument("--times", type=_count, default=1, help="how many replays (default 1)")
+    repro.add_argument("--store", default=None, help="store the replays here (default: the original's store)")
+    repro.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
+    for command in (run_cmd, repro):
+        command.add_argument("--analysis", choices=ANALYSES, default="spark",
+                             help="judge through the Spark pipeline (default) or the checkers directly")
+
+    add_analyze_parser(commands)
+    add_suite_parser(commands)
+    return parser
+
+
+def spec_from_args(args: argparse.Namespace) -> TestSpec:
+    nemesis = tuple(n.strip() for n in args.nemesis.split(",") if n.strip() and n.strip() != "none")
+    return TestSpec(
+        seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
+        db=args.db,
+        mode=args.mode,
+        nodes=args.nodes,
+        workload=args.workload,
+        nemesis=nemesis,
+        time_limit=args.time_limit,
+        concurrency=args.concurrency,
+        bugs=tuple(args.bugs),
+        platform=args.platform,
+        hosts=args.hosts,
+        store=args.store,
+        name=args.name,
+        op_timeout=args.op_timeout,
+        nemesis_interval=args.nemesis_interval,
+        rate=args.rate,
+    )
+
+
+# -- the live view ---------------------------------------------------------------------------------------
+
+
+class LiveView:
+    """What a person watches during a run: elapsed, ops/s, ok/fail/info, active faults, leader and term."""
+
+    def __init__(
+        self, spec: TestSpec, stats: RunStats, console: Console, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.spec = spec
+        self.stats = stats
+        self.console = console
+        self.clock = clock
+
+    def render(self) -> Group:
+        stats, spec = self.stats, self.spec
+        elapsed = 0.0 if stats.started_at is None else max(self.clock() - stats.started_at, 0.0)
+        done = sum(stats.completed.values())
+        rate = done / elapsed if elapsed > 0 else 0.0
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold")
+        grid.add_column()
+        grid.add_row("phase", f"{stats.phase}   elapsed {elapsed:5.1f} s of {spec.time_limit:g} s")
+        grid.add_row("ops", f"{done} completed, {rate:.1f}/s   "
+                            f"[green]ok {stats.completed['ok']}[/]  [red]fail {stats.completed['fail']}[/]  "
+                            f"[yellow]info {stats.completed['info']}[/]")
+        leader = f"{stats.leader} (term {stats.term})" if stats.leader else "none known"
+        grid.add_row("leader", leader)
+        grid.add_row("faults", ", ".join(stats.active_faults) or "none")
+        applied = sum(stats.faults_applied.values())
+        grid.add_row("nemesis", f"{sum(stats.faults_invoked.values())} invoked, {applied} applied, "
+                                f"{len(stats.fault_errors)} not applied "
+                                f"(of {sum(stats.faults_scheduled.values())} scheduled)")
+        return Group(grid)
+
+    def line(self) -> str:
+        stats = self.stats
+        elapsed = 0.0 if stats.started_at is None else self.clock() - stats.started_at
+        return (f"[{stats.phase} {elapsed:5.1f}s] ok {stats.completed['ok']} fail {stats.completed['fail']} "
+                f"info {stats.completed['info']} leader {stats.leader} term {stats.term} "
+                f"faults {', '.join(stats.active_faults) or 'none'}")
+
+
+def _run_with_view(
+    console: Console, spec: TestSpec, live: bool, action: Callable[[RunStats], RunResult]
+) -> RunResult:
+    """Call ``action(stats)`` (which runs a test) while showing ``stats`` live."""
+    stats = RunStats()
+    view = LiveView(spec, stats, console)
+    if live and console.is_terminal:
+        with Live(get_renderable=view.render, console=console, refresh_per_second=4, transient=False):
+            return action(stats)
+    return action(stats)
+
+
+def _print_result(console: Console, result: RunResult) -> None:
+    results = result.results or {}
+    word = VERDICT_WORDS.get(result.valid, str(result.valid))
+    style = VERDICT_STYLES.get(result.valid, "bold")
+    stats = result.stats
+    if stats is not None and stats.faults_scheduled:
+        table = Table(title="nemesis: scheduled vs applied", show_edge=False)
+        for column in ("f", "scheduled", "invoked", "applied", "not applied"):
+            table.add_column(column, justify="right" if column != "f" else "left")
+        for f in sorted(set(stats.faults_scheduled) | set(stats.faults_invoked)):
+            invoked, applied = stats.faults_invoked.get(f, 0), stats.faults_applied.get(f, 0)
+            table.add_row(f, str(stats.faults_scheduled.get(f, 0)), str(invoked), str(applied), str(invoked - applied))
+        console.print(table)
+    for name, verdict in results.get("checkers", {}).items():
+        valid: Valid = verdict.get("valid")
+        console.print(Text.assemble((f"  {VERDICT_WORDS.get(valid, valid):8} ", VERDICT_STYLES.get(valid, "")),
+                                    (f"{name}: ", "bold"), verdict.get("summary", "")))
+    if result.error:
+        what = "interrupted" if result.interrupted else f"the harness crashed: {result.error}"
+        console.print(Text(f"run {what}; the partial run is stored and analysable", style="bold yellow"))
+    for problem in result.teardown_errors:
+        shown = problem if len(problem) <= 300 else problem[:300] + " ... (in full in harness.log)"
+        console.print(Text(f"teardown: {shown}", style="bold red"))
+    console.print(Text.assemble(("verdict ", "bold"), (word, style), f"   {results.get('ops', 0)} operations, "
+                                f"{results.get('duration_s', 0):g} s, seed {result.spec.seed}"))
+    console.print(f"run stored in {result.run_dir}")
+
+
+def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    spec = spec_from_args(args)
+    compose(spec)  # bad names and missing capabilities are reported before anything is printed or stored
+    console.print(f"harness run: seed [bold]{spec.seed}[/] ({spec.command()})")
+
+    def action(stats: RunStats) -> RunResult:
+        return run(spec, stats=stats, on_stored=lambda path: console.print(f"storing the run in {path}"))
+
+    result = _run_with_view(console, spec, not args.no_live, action)
+    if args.analysis == "spark":
+        _analyze(console, result)
+    _print_result(console, result)
+    return result.exit_code
+
+
+def _analyze(console: Console, result: RunResult) -> None:
+    """Judge the stored run through the pipeline; its ``results.json`` replaces the direct one.
+
+    When Spark cannot run, the direct verdict stands and the reason is printed.
+    """
+    if result.run_dir is None or result.results is None or result.interrupted:
+        return
+    from harness.analysis.pipeline import analyze_run
+    from harness.analysis.progress import ConsoleProgress
+    from harness.analysis.spark import SparkUnavailable
+
+    console.print("analysing the run on Spark (harness analyze)")
+    try:
+        outcome = analyze_run(result.run_dir, progress=ConsoleProgress(console))
+    except SparkUnavailable as exc:
+        console.print(f"[yellow]Spark unavailable ({exc}); the verdict is the checkers' called directly[/]")
+        return
+    result.results = outcome.results
+    result.valid = outcome.valid
+    if result.error is None:
+        result.exit_code = exit_code(outcome.valid)
+
+
+def _cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
+    from harness.run import load_stored
+
+    run_dir, spec, schedule, failing = load_stored(args.run_dir)
+    console.print(f"reproducing {run_dir.path} (seed {spec.seed}, {len(schedule)} scheduled faults) "
+                  f"{args.times} time(s); it failed: {', '.join(failing) or 'no checker'}")
+    codes: list[int] = []
+
+    def on_replay(attempt: int, result: RunResult) -> None:
+        if args.analysis == "spark":
+            _analyze(console, result)
+        codes.append(result.exit_code)
+        console.print(f"replay {attempt}: {VERDICT_WORDS.get(result.valid, result.valid)}"
+                      f" (failed: {', '.join(result.failed_checkers) or 'none'}) -> {result.run_dir}")
+
+    stats_holder: list[RunStats] = []
+
+    def stats_factory() -> RunStats:
+        stats_holder.append(RunStats())
+        return stats_holder[-1]
+
+    if not args.no_live and console.is_terminal:
+        with Live(get_renderable=lambda: LiveView(spec, stats_holder[-1] if stats_holder else RunStats(),
+                                                   console).render(),
+                  console=console, refresh_per_second=4):
+            outcome = reproduce(run_dir.path, args.times, store_dir=args.store, on_replay=on_replay,
+                                stats_factory=stats_factory)
+    else:
+        outcome = reproduce(run_dir.path, args.times, store_dir=args.store, on_replay=on_replay,
+                            stats_factory=stats_factory)
+    what = ", ".join(outcome.failing_checkers) or "any checker"
+    console.print(f"[bold]{outcome.reproduced} of {len(outcome.replays)}[/] replays failed {what} "
+                  f"(original: {outcome.original})")
+    for code in (EXIT_CRASH, 1, 2):
+        if code in codes:
+            return code
+    return 0 if codes else 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    console = Console(soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        args = _parser().parse_args(argv)
+    except UsageError as exc:
+        err.print(str(exc), markup=False, highlight=False)
+        return EXIT_BAD_CONFIG
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    try:
+        if args.command == "run":
+            return _cmd_run(args, console)
+        if args.command == "reproduce":
+            return _cmd_reproduce(args, console)
+        return args.handler(args, console, err)
+    except (ConfigError, StoreError) as exc:
+        err.print(f"harness {args.command}: {exc}", markup=False, highlight=False)
+        return EXIT_BAD_CONFIG
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 2
+    except Exception:  # noqa: BLE001 - the harness itself crashed: say so, with the traceback
+        err.print(traceback.format_exc(), markup=False, highlight=False)
+        err.print("the harness crashed (exit 255); the traceback is above", markup=False)
+        return EXIT_CRASH
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""DB adapters: what the controller needs from a system under test, as small protocols.
+
+The core protocol, :class:`DB`, is what every system under test must offer: ``setup`` (install and start
+on one node) and ``teardown`` (stop and wipe). Everything else is an optional *capability*, its own
+protocol, checked when a test is composed (:func:`check_capabilities`): a test that asks for a fault the
+DB cannot take fails before any container starts, with a sentence naming the missing capability.
+
+=============  ====================================  ==========================================
+capability     methods                               needed by
+=============  ====================================  ==========================================
+``Process``    ``start``, ``kill`` (SIGKILL)         the ``kill`` nemesis, restarting dead nodes
+``Pause``      ``pause`` (SIGSTOP), ``resume``       the ``pause`` nemesis
+``Status``     ``async status`` -> role/term/leader  leader targets, the leader timeline, recovery
+``LogFiles``   ``log_files`` -> remote -> local      collecting journals and logs into the store
+``ClockSkew``  ``faketime_control_file``             the ``clock`` nemesis (libfaketime)
+=============  ====================================  ==========================================
+
+Every method takes the :class:`Deployment` (the nodes and their addresses, known once the platform has
+brought the nodes up), the node's name and, when it acts on the node, its ``Remote``
+(``nemesis.remote``). Methods that act through a Remote are synchronous, since Remotes are: the
+interpreter runs them in a worker thread. ``status`` is a coroutine because it talks to the node
+directly. A method raises when it could not do what it says; the caller records the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from nemesis.remote import Remote
+
+STATUS_FIELDS = ("node", "role", "term", "leader", "commit_lsn", "last_lsn")
+"""The fields of a status observation (the ``value`` of an ``ok`` ``status`` completion)."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The nodes of one test, as a DB adapter sees them.
+
+    ``peer_hosts`` is the host name or address by which the *other nodes* reach a node (a container
+    name on the Docker network, the host of an SSH node); ``client_hosts`` is the address by which the
+    *controller* reaches it (a container's IP on an internal network, which has no DNS from the host).
+    """
+
+    nodes: tuple[str, ...]
+    peer_hosts: Mapping[str, str]
+    client_hosts: Mapping[str, str]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = [n for n in self.nodes if n not in self.peer_hosts or n not in self.client_hosts]
+        if missing:
+            raise ValueError(f"deployment has no address for node(s) {', '.join(missing)}")
+
+
+class NodeStartError(RuntimeError):
+    """A node's process did not come up; the message ends with the last lines of its log."""
+
+
+class StatusError(Exception):
+    """A status request failed. ``definite``: the node certainly did not answer it (e.g. connection
+    refused: the process is down); otherwise it may be slow or paused."""
+
+    def __init__(self, message: str, *, definite: bool) -> None:
+        super().__init__(message)
+        self.definite = definite
+
+
+@runtime_checkable
+class DB(Protocol):
+    """The core of a DB adapter: install-and-start, and stop-and-wipe, on one node."""
+
+    name: str
+
+    def setup(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """Install the system on ``node`` and start it; return once its process is up."""
+        ...
+
+    def teardown(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """Stop the system on ``node`` (whatever state it is in) and wipe its data and logs."""
+        ...
+
+
+@runtime_checkable
+class Process(Protocol):
+    """Start and SIGKILL the system's process (Jepsen's ``db/Process``)."""
+
+    def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """Start the process if it is not running (idempotent); return once it is up."""
+        ...
+
+    def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """SIGKILL the process (idempotent: a dead process stays dead)."""
+        ...
+
+    def is_running(self, deployment: Deployment, node: str, remote: Remote) -> bool:
+        """Whether the process is alive (a paused process is alive)."""
+        ...
+
+
+@runtime_checkable
+class Pause(Protocol):
+    """SIGSTOP and SIGCONT the system's process (Jepsen's ``db/Pause``)."""
+
+    def pause(self, deployment: Deployment, node: str, remote: Remote) -> None: ...
+
+    def resume(self, deployment: Deployment, node: str, remote: Remote) -> None: ...
+
+
+@runtime_checkable
+class Status(Protocol):
+    """Ask a node who it thinks leads: a dict with :data:`STATUS_FIELDS` (``role``, ``term``, ...).
+
+    Raises :class:`StatusError` (or ``TimeoutError``) when the node does not answer.
+    """
+
+    async def status(self, deployment: Deployment, node: str, timeout: float) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class LogFiles(Protocol):
+    """Which files on a node to collect: remote path -> file name under ``nodes/<node>/``.
+
+    A node's journal (FORMATS.md) is collected as ``journal.jsonl``.
+    """
+
+    def log_files(self, deployment: Deployment, node: str) -> Mapping[str, str]: ...
+
+
+@runtime_checkable
+class ClockSkew(Protocol):
+    """The system's process runs under libfaketime, steered by a control file the nemesis rewrites."""
+
+    def faketime_control_file(self, deployment: Deployment, node: str) -> str: ...
+
+
+# Which capabilities each nemesis needs from the DB (partitions, packet loss and latency act on the
+# node's network through its shell, so they need none beyond what targeting the leader needs).
+NEMESIS_CAPABILITIES: dict[str, tuple[type, ...]] = {
+    "kill": (Process,),
+    "pause": (Pause,),
+    "clock": (ClockSkew,),
+}
+LEADER_TARGETING = (Status,)
+CAPABILITY_METHODS: dict[type, str] = {
+    Process: "start(), kill(), is_running()",
+    Pause: "pause(), resume()",
+    Status: "status()",
+    LogFiles: "log_files()",
+    ClockSkew: "faketime_control_file()",
+}
+
+
+class MissingCapability(ValueError):
+    """A test asks for something its DB adapter cannot do; the message names the capability."""
+
+
+def capabilities(db: object) -> list[str]:
+    """The names of the optional capabilities ``db`` implements."""
+    return [cap.__name__ for cap in CAPABILITY_METHODS if isinstance(db, cap)]
+
+
+def check_capabilities(db: object, nemeses: Iterable[str], *, leader_targets: bool = True) -> None:
+    """Raise :class:`MissingCapability` if ``db`` cannot take one of the ``nemeses``.
+
+    ``leader_targets`` says whether the schedule may aim a fault at the current leader, which needs
+    :class:`Status`. Checked before anything is deployed.
+    """
+    name = getattr(db, "name", type(db).__name__)
+    if not isinstance(db, DB):
+        raise MissingCapability(f"{name} is not a DB adapter: it needs setup() and teardown()")
+    for nemesis in nemeses:
+        for capability in NEMESIS_CAPABILITIES.get(nemesis, ()):
+            if not isinstance(db, capability):
+                raise MissingCapability(
+                    f"the {nemesis!r} nemesis needs the DB capability {capability.__name__} "
+                    f"({CAPABILITY_METHODS[capability]}), which the {name!r} DB adapter does not have; "
+                    f"drop {nemesis!r} from --nemesis or add {capability.__name__} to the adapter"
+                )
+    if leader_targets and not isinstance(db, Status):
+        raise MissingCapability(
+            f"faults aimed at the leader need the DB capability Status (status()), which the {name!r} "
+            "DB adapter does not have"
+        )

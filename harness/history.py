@@ -1,0 +1,177 @@
+"""The history writer: appends client and nemesis events to ``history.jsonl`` as they happen.
+
+Contract (FORMATS.md, "History"):
+
+* every event gets ``index`` 0, 1, 2, ... in file order and ``time``, the nanoseconds since the test
+  started on the controller's monotonic clock (injected, so tests pass a fake one);
+* each line is written and flushed before :meth:`HistoryWriter.append` returns (and ``os.fsync``-ed when
+  asked), so a crash of the controller loses nothing already observed;
+* ``time`` never goes backwards in file order, even if the injected clock does: the index and the time
+  are assigned together under one lock.
+
+The writer is safe to call from the coroutines of one event loop and from worker threads (the lock is a
+``threading.Lock`` held only while a line is formatted and written; nothing awaits under it). It does
+not check the invoke/completion pairing: :func:`checkers.history.load_history` does that on what it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+Process = int | str
+MonotonicNs = Callable[[], int]
+
+def _default(value: Any) -> Any:
+    """JSON fallback for values that are not JSON (tuples are lists already): sets, bytes, objects."""
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return repr(value)
+
+
+class HistoryWriter:
+    """Appends FORMATS.md events to one ``history.jsonl``; use it as a context manager or :meth:`close`.
+
+    ``clock`` returns monotonic nanoseconds (``time.monotonic_ns`` by default); ``start_ns`` is the
+    test's start on that clock (the clock's value at construction by default), so times are relative to
+    it. ``fsync`` makes every line durable on disk, not only handed to the OS.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        clock: MonotonicNs = time.monotonic_ns,
+        *,
+        start_ns: int | None = None,
+        fsync: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self.start_ns = clock() if start_ns is None else start_ns
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        self._index = 0
+        self._last_time = 0
+        self._file: TextIO | None = self.path.open("a", encoding="utf-8")
+        if self._file.tell() != 0:
+            self._file.close()
+            self._file = None
+            raise ValueError(f"{self.path} already holds a history; a run writes a new file")
+
+    @property
+    def count(self) -> int:
+        """How many events have been written."""
+        return self._index
+
+    def elapsed_ns(self) -> int:
+        """Nanoseconds since the test started, on the writer's clock."""
+        return self._clock() - self.start_ns
+
+    def append(
+        self,
+        process: Process,
+        type: str,
+        f: str,
+        key: Any = None,
+        value: Any = None,
+        *,
+        node: str | None = None,
+        lsn: Any = None,
+        error: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Write one event and return it as written (with its ``index`` and ``time``).
+
+        The optional fields ``node``, ``lsn``, ``error`` (and any ``extra`` field FORMATS.md adds later)
+        are written only when they are not ``None``; ``key`` and ``value`` are always written.
+        """
+        with self._lock:
+            if self._file is None:
+                raise ValueError(f"history {self.path} is closed")
+            now = max(self._clock() - self.start_ns, self._last_time, 0)
+            event: dict[str, Any] = {
+                "index": self._index,
+                "time": now,
+                "process": process,
+                "type": type,
+                "f": f,
+                "key": key,
+                "value": value,
+            }
+            for name, field_value in (("node", node), ("lsn", lsn), ("error", error)):
+                if field_value is not None:
+                    event[name] = list(field_value) if name == "lsn" else field_value
+            for name, field_value in extra.items():
+                if field_value is not None:
+                    event[name] = field_value
+            line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=_default)
+            self._file.write(line + "\n")
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+            self._index += 1
+            self._last_time = now
+            return event
+
+    def invoke(
+        self,
+        process: Process,
+        f: str,
+        key: Any = None,
+        value: Any = None,
+        *,
+        node: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Record that ``process`` invokes ``f`` on ``key``. ``extra`` fields (a queue put's ``guid``,
+        ``final: True`` on the final phase's operations) are written as given."""
+        return self.append(process, "invoke", f, key, value, node=node, **extra)
+
+    def complete(
+        self,
+        process: Process,
+        type: str,
+        f: str,
+        key: Any = None,
+        value: Any = None,
+        *,
+        node: str | None = None,
+        lsn: Any = None,
+        error: str | None = None,
+    ) -> dict[str, Any]:
+        """Record the completion (``ok``, ``fail`` or ``info``) of ``process``'s outstanding operation."""
+        if type not in ("ok", "fail", "info"):
+            raise ValueError(f"a completion is ok, fail or info, not {type!r}")
+        return self.append(process, type, f, key, value, node=node, lsn=lsn, error=error)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+                if self._fsync:
+                    os.fsync(self._file.fileno())
+                self._file.close()
+                self._file = None
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,593 @@
+"""The interpreter: the only place where generated operations and faults become concurrent tasks.
+
+One asyncio event loop runs, for the chaos phase of a test:
+
+* ``concurrency`` client *workers*. A worker takes the next operation of its process's stream, waits
+  the operation's think time, records its invoke, runs it through its client with a per-operation
+  timeout, and records the completion. A call that hangs past the timeout, or fails in a way that
+  does not say whether it happened, completes ``info``; the logical process is then retired and the worker goes on as a new process id with a new
+  client and that process's stream (FORMATS.md: after ``info`` a process never invokes again).
+* the *nemesis*, process ``"nemesis"``, which walks the fault schedule (offsets in seconds from the
+  start), resolves run-time targets such as "the current leader" against the latest status observations,
+  applies each fault and records it as an invoke/completion pair whose completion carries what was
+  actually applied, or the error that prevented it.
+* one *status poller* per node, each on its own process id, which asks its node for its status about
+  once a second and records the observation as a client-like ``status`` operation (``ok`` value:
+  ``node``, ``role``, ``term``, ``leader``, ``commit_lsn``, ``last_lsn``). These feed the leader timeline,
+  single-leader-per-term on systems without journals, and leader targeting.
+
+When the time limit is reached the workers stop taking new operations (those in flight finish or time
+out), the nemesis stops after its current fault, and the *final phase* runs: the nemesis applies the
+schedule's final heal phase (its entries at the time limit) and then whatever its driver still sees in
+effect (heal partitions, reset clocks, resume paused processes, restart killed ones), the interpreter
+waits for recovery (a leader that a majority of nodes acknowledges), then each node receives the
+workload's final operations (register: a read of every key; queue: a drain), recorded like any other.
+
+Process ids: workers start as ``0 .. concurrency-1``, pollers take the next ``len(nodes)`` ids, and
+every replacement process takes the next unused id after those.
+
+Time: the interpreter reads only ``clock()`` (monotonic seconds, default: the event loop's clock) and
+waits only through the event loop, so a test can run it on a virtual-time loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.db import STATUS_FIELDS, StatusError
+from harness.history import HistoryWriter
+from workloads.ops import FinalOps, Op
+
+log = logging.getLogger(__name__)
+
+NEMESIS_PROCESS = "nemesis"
+STATUS_F = "status"
+READ_LIKE = frozenset({"read", "consume", "status"})
+FINAL_GIVE_UP_AFTER = 3  # consecutive info completions after which a node's final operations stop
+
+
+@dataclass(frozen=True)
+class Completion:
+    """How an operation ended, in FORMATS.md's terms (``ok``, ``fail`` or ``info``)."""
+
+    type: str
+    value: Any = None
+    node: str | None = None
+    lsn: Any = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.type not in ("ok", "fail", "info"):
+            raise ValueError(f"a completion is ok, fail or info, not {self.type!r}")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | Completion) -> Completion:
+        if isinstance(data, Completion):
+            return data
+        return cls(
+            type=data["type"],
+            value=data.get("value"),
+            node=data.get("node"),
+            lsn=data.get("lsn"),
+            error=data.get("error"),
+        )
+
+
+class Workload(Protocol):
+    """The operations of a test (``workloads.ops.Workload``): an endless seeded stream per logical
+    process, and the final phase's operations at one node over the keys the run used."""
+
+    def stream(self, process: int) -> Iterator[Op]: ...
+
+    def final_ops(self, node: str, keys: Sequence[str]) -> FinalOps: ...
+
+
+class WorkloadClient(Protocol):
+    """One logical process's connection to the system under test."""
+
+    async def invoke(self, op: Op) -> Completion | Mapping[str, Any]: ...
+
+    async def close(self) -> None: ...
+
+
+ClientFactory = Callable[[int], Awaitable[WorkloadClient]]
+StatusProbe = Callable[[str, float], Awaitable[Mapping[str, Any]]]
+"""``await probe(node, timeout)``: that node's status, or raises (``StatusError``, ``TimeoutError``, ...)."""
+
+
+class ScheduledFault(Protocol):
+    """A fault of the nemesis schedule (``nemesis.generator.ScheduledFault``): apply ``fault`` ``at``
+    seconds after the test started."""
+
+    @property
+    def at(self) -> float: ...
+
+    @property
+    def fault(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class FaultOutcome:
+    """What applying a fault did: ``value`` is what was actually applied; ``error`` why (part of) it was not."""
+
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def applied(self) -> bool:
+        return self.error is None
+
+
+class NemesisDriver(Protocol):
+    """Applies faults (pure data from the nemesis generator) to the running nodes."""
+
+    def describe(self, fault: Any) -> tuple[str, Any]:
+        """The ``f`` and ``value`` recorded on the fault's invoke."""
+        ...
+
+    async def apply(self, fault: Any, view: ClusterView) -> FaultOutcome:
+        """Apply ``fault`` now; ``view`` resolves targets such as the current leader."""
+        ...
+
+    def recovery_faults(self) -> list[Any]:
+        """Faults that undo everything still in effect: heal, clock reset, resume, restart."""
+        ...
+
+    def active(self) -> list[str]:
+        """Short descriptions of the faults in effect now (for the live view)."""
+        ...
+
+
+@dataclass
+class NodeObservation:
+    """The latest status a poller got from a node, and when (interpreter clock, seconds)."""
+
+    at: float
+    status: Mapping[str, Any] | None
+    error: str | None = None
+
+
+class ClusterView:
+    """What the status pollers last saw: who leads, in which term. Observations go stale."""
+
+    def __init__(self, nodes: Sequence[str], clock: Callable[[], float], stale_after: float = 3.0) -> None:
+        self.nodes = tuple(nodes)
+        self._clock = clock
+        self.stale_after = stale_after
+        self.observations: dict[str, NodeObservation] = {}
+
+    def observe(self, node: str, status: Mapping[str, Any] | None, error: str | None = None) -> None:
+        self.observations[node] = NodeObservation(self._clock(), status, error)
+
+    def fresh(self) -> dict[str, Mapping[str, Any]]:
+        """Status of every node that answered within ``stale_after`` seconds."""
+        now = self._clock()
+        return {
+            node: obs.status
+            for node, obs in self.observations.items()
+            if obs.status is not None and now - obs.at <= self.stale_after
+        }
+
+    def leader(self) -> tuple[str | None, int | None]:
+        """The node that claims leadership in the highest term among fresh observations, and that term.
+
+        If no node claims it, the leader most fresh followers name in their highest term.
+        """
+        fresh = self.fresh()
+        claims = [
+            (int(s.get("term") or 0), node) for node, s in fresh.items() if s.get("role") == "leader"
+        ]
+        if claims:
+            term, node = max(claims)
+            return node, term
+        named = [(int(s.get("term") or 0), s.get("leader")) for s in fresh.values() if s.get("leader")]
+        if named:
+            top = max(term for term, _ in named)
+            votes = Counter(leader for term, leader in named if term == top)
+            return votes.most_common(1)[0][0], top
+        return None, max((int(s.get("term") or 0) for s in fresh.values()), default=None)
+
+    def recovered(self) -> bool:
+        """A leader is known and a majority of nodes, freshly observed, name it in its term."""
+        leader, term = self.leader()
+        if leader is None:
+            return False
+        agreeing = sum(
+            1
+            for node, s in self.fresh().items()
+            if (s.get("leader") == leader or (node == leader and s.get("role") == "leader"))
+            and int(s.get("term") or 0) == term
+        )
+        return agreeing > len(self.nodes) // 2
+
+    def responsive(self) -> list[str]:
+        return sorted(self.fresh())
+
+
+@dataclass(frozen=True)
+class InterpreterConfig:
+    """Timings of one run, in seconds."""
+
+    concurrency: int
+    time_limit: float
+    op_timeout: float = 5.0
+    status_interval: float = 1.0
+    status_timeout: float = 1.0
+    recovery_timeout: float = 30.0
+    final_op_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.time_limit <= 0:
+            raise ValueError(f"the time limit must be positive, not {self.time_limit}")
+
+
+@dataclass
+class RunStats:
+    """Live counters for the CLI's view and the run's summary. Updated by the interpreter only."""
+
+    phase: str = "starting"
+    started_at: float | None = None
+    first_op_at: float | None = None
+    invoked: int = 0
+    completed: Counter[str] = field(default_factory=Counter)
+    status_polls: Counter[str] = field(default_factory=Counter)
+    faults_scheduled: Counter[str] = field(default_factory=Counter)
+    faults_invoked: Counter[str] = field(default_factory=Counter)
+    faults_applied: Counter[str] = field(default_factory=Counter)
+    fault_errors: list[str] = field(default_factory=list)
+    active_faults: list[str] = field(default_factory=list)
+    leader: str | None = None
+    term: int | None = None
+    recovered: bool | None = None
+    final_ops: Counter[str] = field(default_factory=Counter)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "invoked": self.invoked,
+            "completed": dict(self.completed),
+            "status_polls": dict(self.status_polls),
+            "faults_scheduled": dict(self.faults_scheduled),
+            "faults_invoked": dict(self.faults_invoked),
+            "faults_applied": dict(self.faults_applied),
+            "fault_errors": list(self.fault_errors),
+            "recovered": self.recovered,
+            "final_ops": dict(self.final_ops),
+        }
+
+
+class Interpreter:
+    """Runs one test's chaos phase and final phase, writing every event to ``history``."""
+
+    def __init__(
+        self,
+        history: HistoryWriter,
+        *,
+        nodes: Sequence[str],
+        workload: Workload,
+        open_client: ClientFactory,
+        config: InterpreterConfig,
+        nemesis: NemesisDriver | None = None,
+        schedule: Iterable[ScheduledFault] = (),
+        status: StatusProbe | None = None,
+        clock: Callable[[], float] | None = None,
+        stats: RunStats | None = None,
+    ) -> None:
+        self.history = history
+        self.nodes = tuple(nodes)
+        self.workload = workload
+        self.open_client = open_client
+        self.config = config
+        self.nemesis = nemesis
+        self.schedule = sorted(schedule, key=lambda entry: entry.at)
+        if self.schedule and nemesis is None:
+            raise ValueError("a fault schedule needs a nemesis driver to apply it")
+        self.status = status
+        self._clock = clock
+        self.stats = stats if stats is not None else RunStats()
+        self.view = ClusterView(self.nodes, self.clock)
+        self._next_process = config.concurrency + len(self.nodes)
+        self.keys: set[str] = set()  # every key the chaos phase used: the final phase reads them all
+        self._stopping: asyncio.Event | None = None
+        self._polling_done: asyncio.Event | None = None
+        self._start = 0.0
+        for entry in self.schedule:
+            f, _ = nemesis.describe(entry.fault) if nemesis else ("?", None)
+            self.stats.faults_scheduled[f] += 1
+
+    def clock(self) -> float:
+        return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
+
+    def elapsed(self) -> float:
+        return self.clock() - self._start
+
+    def new_process(self) -> int:
+        process = self._next_process
+        self._next_process += 1
+        return process
+
+    async def run(self) -> RunStats:
+        """The chaos phase for ``time_limit`` seconds, then the final phase. Returns the counters."""
+        self._stopping = asyncio.Event()
+        self._polling_done = asyncio.Event()
+        self._start = self.clock()
+        self.stats.started_at = self._start
+        self.stats.phase = "chaos"
+        pollers = [
+            asyncio.create_task(self._poll_status(node, self.config.concurrency + i), name=f"status-{node}")
+            for i, node in enumerate(self.nodes)
+            if self.status is not None
+        ]
+        workers = [
+            asyncio.create_task(self._worker(slot), name=f"worker-{slot}")
+            for slot in range(self.config.concurrency)
+        ]
+        nemesis = asyncio.create_task(self._nemesis(), name="nemesis")
+        try:
+            await self._sleep_until(self.config.time_limit, self._stopping)
+            self._stopping.set()
+            self.stats.phase = "stopping"
+            await asyncio.gather(*workers)
+            await nemesis
+            self.stats.phase = "recovering"
+            await self._recover()
+            self.stats.phase = "final"
+            await self._final_phase()
+            self.stats.phase = "done"
+        finally:
+            self._stopping.set()
+            self._polling_done.set()
+            for task in (*workers, nemesis):
+                task.cancel()
+            await asyncio.gather(*workers, nemesis, return_exceptions=True)
+            if pollers:
+                await asyncio.gather(*pollers, return_exceptions=True)
+        return self.stats
+
+    # -- waiting --------------------------------------------------------------------------------------
+
+    async def _sleep_until(self, offset: float, interrupt: asyncio.Event | None = None) -> bool:
+        """Wait until ``offset`` seconds after the start; ``False`` if ``interrupt`` was set first."""
+        delay = offset - self.elapsed()
+        if interrupt is None:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            return True
+        if interrupt.is_set():
+            return False
+        if delay <= 0:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(interrupt.wait(), delay)
+            return False
+        return True
+
+    # -- clients --------------------------------------------------------------------------------------
+
+    async def _worker(self, slot: int) -> None:
+        """One client slot: its process's stream, each op after its think time, until the time limit."""
+        assert self._stopping is not None
+        process = slot
+        stream = self.workload.stream(process)
+        client = await self.open_client(process)
+        try:
+            while not self._stopping.is_set():
+                op = next(stream)
+                if op.think > 0 and not await self._pause(op.think):
+                    break
+                if op.key is not None:
+                    self.keys.add(op.key)
+                completion = await self._execute(process, client, op, self.config.op_timeout)
+                if completion.type == "info":
+                    await _close_quietly(client)
+                    process = self.new_process()
+                    stream = self.workload.stream(process)
+                    client = await self.open_client(process)
+        finally:
+            await _close_quietly(client)
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds``; ``False`` if the time limit came first."""
+        assert self._stopping is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+            return False
+        return True
+
+    async def _execute(
+        self, process: int, client: WorkloadClient, op: Op, timeout: float, *, final: bool = False
+    ) -> Completion:
+        """Invoke ``op`` as ``process``, wait at most ``timeout`` seconds, record the completion.
+
+        Final-phase invokes carry ``"final": true``, which the durability checker reads.
+        """
+        if final:
+            self.history.invoke(process, op.f, op.key, op.value, node=op.node, final=True)
+        else:
+            self.history.invoke(process, op.f, op.key, op.value, node=op.node)
+        self.stats.invoked += 1
+        if self.stats.first_op_at is None:
+            self.stats.first_op_at = self.clock()
+            log.info("first operation invoked: process %s %s %s", process, op.f, op.key)
+        try:
+            completion = Completion.from_mapping(await asyncio.wait_for(client.invoke(op), timeout))
+        except TimeoutError:
+            completion = Completion("info", node=op.node, error=f"timeout after {timeout:g} s")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - an unexpected client failure is indeterminate
+            completion = Completion("info", node=op.node, error=f"client raised {type(exc).__name__}: {exc}")
+        # A completion repeats what was asked (FORMATS.md), except that an ok read-like operation
+        # carries what it observed, possibly null.
+        if op.f in READ_LIKE:
+            value = completion.value if completion.type == "ok" else None
+        elif completion.type == "ok" and completion.value is not None:
+            value = completion.value
+        else:
+            value = op.value
+        self.history.complete(
+            process,
+            completion.type,
+            op.f,
+            op.key,
+            value,
+            node=completion.node or op.node,
+            lsn=completion.lsn,
+            error=completion.error,
+        )
+        self.stats.completed[completion.type] += 1
+        return completion
+
+    # -- status ---------------------------------------------------------------------------------------
+
+    async def _poll_status(self, node: str, process: int) -> None:
+        assert self.status is not None and self._polling_done is not None
+        tick = 0
+        while not self._polling_done.is_set():
+            self.history.invoke(process, STATUS_F, None, None, node=node)
+            kind, value, error = "ok", None, None
+            try:
+                status = await asyncio.wait_for(self.status(node, self.config.status_timeout),
+                                                self.config.status_timeout)
+                value = {name: status.get(name) for name in STATUS_FIELDS}
+                value["node"] = value["node"] or node
+                self.view.observe(node, value)
+            except TimeoutError:
+                kind, error = "info", f"no status within {self.config.status_timeout:g} s"
+            except StatusError as exc:
+                kind, error = ("fail" if exc.definite else "info"), str(exc)
+            except ConnectionRefusedError as exc:
+                kind, error = "fail", f"connection refused: {exc}"
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a status read has no effect; record why it failed
+                kind, error = "info", f"{type(exc).__name__}: {exc}"
+            if kind != "ok":
+                self.view.observe(node, None, error)
+            self.history.complete(process, kind, STATUS_F, None, value, node=node, error=error)
+            self.stats.status_polls[kind] += 1
+            self.stats.leader, self.stats.term = self.view.leader()
+            if kind == "info":
+                process = self.new_process()
+            tick += 1
+            await self._wait_polling(tick * self.config.status_interval)
+
+    async def _wait_polling(self, offset: float) -> None:
+        assert self._polling_done is not None
+        await self._sleep_until(offset, self._polling_done)
+
+    # -- nemesis --------------------------------------------------------------------------------------
+
+    async def _nemesis(self) -> None:
+        """The chaos phase's faults, in schedule order, each no earlier than its offset.
+
+        Faults the nemesis has not reached when the time limit comes (it runs late when faults take
+        long) are not applied; the schedule's entries at or after the time limit are its final heal
+        phase, applied by :meth:`_recover`.
+        """
+        assert self._stopping is not None
+        for entry in self.schedule:
+            if entry.at >= self.config.time_limit:
+                break
+            if not await self._sleep_until(entry.at, self._stopping):
+                break
+            await self._apply_fault(entry.fault)
+
+    async def _apply_fault(self, fault: Any) -> FaultOutcome:
+        assert self.nemesis is not None
+        f, value = self.nemesis.describe(fault)
+        self.history.invoke(NEMESIS_PROCESS, f, None, value)
+        self.stats.faults_invoked[f] += 1
+        try:
+            outcome = await self.nemesis.apply(fault, self.view)
+        except asyncio.CancelledError:
+            self.history.complete(NEMESIS_PROCESS, "info", f, None, None, error="cancelled: the run stopped")
+            raise
+        except Exception as exc:  # noqa: BLE001 - a fault that could not be applied is recorded as such
+            log.warning("nemesis %s could not be applied: %s: %s", f, type(exc).__name__, exc)
+            log.debug("nemesis %s traceback", f, exc_info=True)
+            outcome = FaultOutcome(error=f"{type(exc).__name__}: {exc}")
+        self.history.complete(
+            NEMESIS_PROCESS, "ok" if outcome.applied else "info", f, None, outcome.value, error=outcome.error
+        )
+        if outcome.applied:
+            self.stats.faults_applied[f] += 1
+        else:
+            self.stats.fault_errors.append(f"{f}: {outcome.error}")
+        self.stats.active_faults = self.nemesis.active()
+        return outcome
+
+    # -- final phase ----------------------------------------------------------------------------------
+
+    async def _recover(self) -> None:
+        """The schedule's final heal phase, then whatever the driver still sees in effect (a heal that
+        failed, a fault the schedule does not heal); then wait, bounded, for a leader a majority names."""
+        if self.nemesis is not None:
+            for entry in self.schedule:
+                if entry.at >= self.config.time_limit:
+                    await self._apply_fault(entry.fault)
+            for fault in self.nemesis.recovery_faults():
+                await self._apply_fault(fault)
+        if self.status is None:
+            self.stats.recovered = None
+            return
+        deadline = self.elapsed() + self.config.recovery_timeout
+        while not self.view.recovered():
+            if self.elapsed() >= deadline:
+                log.warning("no leader acknowledged by a majority within %.0f s", self.config.recovery_timeout)
+                self.stats.recovered = False
+                return
+            await asyncio.sleep(min(self.config.status_interval / 4, max(deadline - self.elapsed(), 0.0)))
+        self.stats.recovered = True
+
+    async def _final_phase(self) -> None:
+        """Every node gets the workload's final operations, one node after another, each on a new process."""
+        for node in self.nodes:
+            process = self.new_process()
+            client = await self.open_client(process)
+            try:
+                ops = self.workload.final_ops(node, sorted(self.keys))
+                unanswered = 0
+                try:
+                    op = next(ops)
+                    while True:
+                        if op.node is None:
+                            op = Op(op.f, op.key, op.value, node=node)
+                        completion = await self._execute(
+                            process, client, op, self.config.final_op_timeout, final=True
+                        )
+                        self.stats.final_ops[completion.type] += 1
+                        if completion.type == "info":
+                            unanswered += 1
+                            await _close_quietly(client)
+                            process = self.new_process()
+                            client = await self.open_client(process)
+                            if unanswered >= FINAL_GIVE_UP_AFTER:
+                                log.warning("%s left %d final operations unanswered; giving up on it",
+                                            node, unanswered)
+                                ops.close()
+                                break
+                        else:
+                            unanswered = 0
+                        op = ops.send(completion)
+                except StopIteration:
+                    pass
+            finally:
+                await _close_quietly(client)
+
+
+async def _close_quietly(client: WorkloadClient, timeout: float = 1.0) -> None:
+    """Close a client without letting a hung connection or its error stop the run."""
+    try:
+        await asyncio.wait_for(client.close(), timeout)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - closing is best effort
+        log.debug("closing a client failed: %s", exc)

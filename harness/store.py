@@ -1,0 +1,230 @@
+"""The store: where runs live on disk, in the layout of FORMATS.md ("Store layout").
+
+```
+store/<test-name>/<YYYYMMDDTHHMMSS>/   one run
+  test.json  schedule.jsonl  history.jsonl  nodes/<node>/journal.jsonl, nodes/<node>/*.log
+  harness.log  results.json
+store/latest -> the most recent run
+```
+
+A run directory is created before anything is deployed, and ``test.json`` is written first, so that a
+run that crashes at any later point is still a stored run whose spec says how to reproduce it.
+JSON documents are replaced atomically (temporary file, then rename); ``latest`` is swapped atomically.
+Run directories are named by the UTC second the run started; a second run in the same second of the same
+test gets a ``-2``, ``-3``, ... suffix rather than overwriting the first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S"
+LATEST = "latest"
+TEST_JSON = "test.json"
+SCHEDULE = "schedule.jsonl"
+HISTORY = "history.jsonl"
+RESULTS = "results.json"
+HARNESS_LOG = "harness.log"
+NODES = "nodes"
+JOURNAL = "journal.jsonl"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
+
+
+class StoreError(ValueError):
+    """A path that is not a stored run, or a stored run that cannot be read; says which and why."""
+
+
+def safe_name(name: str) -> str:
+    """A test name usable as one directory name: runs of other characters become ``-``."""
+    cleaned = _UNSAFE.sub("-", name).strip("-.")
+    if not cleaned:
+        raise StoreError(f"test name {name!r} has no usable characters (letters, digits, . _ + = -)")
+    return cleaned
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """One stored run and the paths of its files."""
+
+    path: Path
+
+    @property
+    def test_json(self) -> Path:
+        return self.path / TEST_JSON
+
+    @property
+    def schedule(self) -> Path:
+        return self.path / SCHEDULE
+
+    @property
+    def history(self) -> Path:
+        return self.path / HISTORY
+
+    @property
+    def results(self) -> Path:
+        return self.path / RESULTS
+
+    @property
+    def harness_log(self) -> Path:
+        return self.path / HARNESS_LOG
+
+    @property
+    def nodes(self) -> Path:
+        return self.path / NODES
+
+    def node_dir(self, node: str) -> Path:
+        """``nodes/<node>/``, created on first use."""
+        directory = self.nodes / safe_name(node)
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory
+
+    def journal(self, node: str) -> Path:
+        return self.node_dir(node) / JOURNAL
+
+    @property
+    def test_name(self) -> str:
+        return self.path.parent.name
+
+
+def create_run(store: str | os.PathLike[str], test_name: str, started: datetime) -> RunDir:
+    """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it."""
+    store = Path(store)
+    parent = store / safe_name(test_name)
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = started.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+    candidate, suffix = parent / stamp, 1
+    while True:
+        try:
+            candidate.mkdir()
+            break
+        except FileExistsError:
+            suffix += 1
+            candidate = parent / f"{stamp}-{suffix}"
+    (candidate / NODES).mkdir()
+    run = RunDir(candidate)
+    update_latest(store, run)
+    return run
+
+
+def update_latest(store: str | os.PathLike[str], run: RunDir) -> None:
+    """Atomically point ``store/latest`` at ``run`` (a relative link, so the store can be moved)."""
+    store = Path(store)
+    link = store / LATEST
+    target = os.path.relpath(run.path, store)
+    temporary = store / f".{LATEST}.{os.getpid()}"
+    if temporary.is_symlink() or temporary.exists():
+        temporary.unlink()
+    temporary.symlink_to(target)
+    os.replace(temporary, link)
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as indented JSON, atomically."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False, default=repr)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Write ``rows`` as JSON lines (replacing ``path``); return how many."""
+    count = 0
+    temporary = path.with_name(f".{path.name}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False, separators=(",", ":"), default=repr) + "\n")
+            count += 1
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    return count
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(f"{path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"{path}: bad JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StoreError(f"{path}: no such file") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{path}:{number}: bad JSON: {exc.msg}") from None
+        if not isinstance(row, dict):
+            raise StoreError(f"{path}:{number}: expected a JSON object")
+        rows.append(row)
+    return rows
+
+
+def find_run(path: str | os.PathLike[str]) -> RunDir:
+    """The stored run at ``path``: a run directory, ``store/latest``, or a store (its latest run)."""
+    candidate = Path(path)
+    if not candidate.exists():
+        raise StoreError(f"{candidate}: no such directory; give a run directory such as store/latest")
+    if (candidate / TEST_JSON).is_file():
+        return RunDir(candidate.resolve())
+    if (candidate / LATEST).exists():
+        return find_run(candidate / LATEST)
+    raise StoreError(
+        f"{candidate} is not a stored run (no {TEST_JSON}); give a run directory such as store/latest "
+        "or store/<test-name>/<timestamp>"
+    )
+
+
+def git_commit(root: str | os.PathLike[str]) -> str | None:
+    """The commit checked out at ``root`` (with ``+dirty`` if the work tree differs), or ``None``."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = head.stdout.strip()
+    return f"{commit}+dirty" if dirty.returncode == 0 and dirty.stdout.strip() else commit
+
+
+def versions() -> dict[str, str]:
+    """Versions that a reproduction may depend on: Python, the harness and its main libraries."""
+    found = {"python": platform.python_version(), "platform": platform.platform()}
+    for package in ("chaos-harness", "docker", "paramiko", "rich"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    found["executable"] = sys.executable
+    return found

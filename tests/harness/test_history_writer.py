@@ -1,0 +1,128 @@
+"""The history writer: FORMATS.md events, index and time from an injected clock, one flushed line each."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from checkers.history import load_history
+from harness.history import HistoryWriter
+
+
+class FakeClock:
+    """Monotonic nanoseconds that move only when the test says so."""
+
+    def __init__(self, start: int = 5_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ns: int) -> None:
+        self.now += ns
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_events_get_index_and_time_since_start(tmp_path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, clock) as history:
+        clock.advance(1_000)
+        history.invoke(0, "write", "k1", 3, node="n2")
+        clock.advance(2_500)
+        history.complete(0, "ok", "write", "k1", 3, node="n2", lsn=(1, 4))
+        clock.advance(10)
+        history.invoke("nemesis", "kill", None, {"target": "leader"})
+        history.complete("nemesis", "info", "kill", None, None, error="no leader known")
+    events = _lines(path)
+    assert [e["index"] for e in events] == [0, 1, 2, 3]
+    assert [e["time"] for e in events] == [1_000, 3_500, 3_510, 3_510]
+    assert events[1] == {
+        "index": 1, "time": 3_500, "process": 0, "type": "ok", "f": "write", "key": "k1", "value": 3,
+        "node": "n2", "lsn": [1, 4],
+    }
+    assert "node" not in events[2] and "lsn" not in events[2] and "error" not in events[2]
+    assert events[3]["error"] == "no leader known"
+    history = load_history(path)
+    assert [op.type for op in history.ops] == ["ok"]
+    assert [op.f for op in history.nemesis] == ["kill"]
+
+
+def test_each_line_is_on_disk_before_append_returns(tmp_path) -> None:
+    path = tmp_path / "history.jsonl"
+    history = HistoryWriter(path, FakeClock(), fsync=True)
+    history.invoke(1, "read", "k", None)
+    # A crash now (the writer never closed) must leave the line readable by another reader.
+    assert _lines(path) == [
+        {"index": 0, "time": 0, "process": 1, "type": "invoke", "f": "read", "key": "k", "value": None}
+    ]
+    assert history.count == 1
+    history.close()
+    assert history.closed
+
+
+def test_time_never_goes_backwards_even_if_the_clock_does(tmp_path) -> None:
+    clock = FakeClock()
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, clock) as history:
+        clock.advance(100)
+        history.invoke(0, "read", "k")
+        clock.advance(-50)
+        history.complete(0, "ok", "read", "k", None)
+    assert [e["time"] for e in _lines(path)] == [100, 100]
+
+
+def test_start_can_be_given(tmp_path) -> None:
+    clock = FakeClock(start=1_000)
+    with HistoryWriter(tmp_path / "h.jsonl", clock, start_ns=400) as history:
+        event = history.invoke(0, "read", "k")
+        assert event["time"] == 600
+        assert history.elapsed_ns() == 600
+
+
+def test_bad_completion_type_and_closed_writer_are_rejected(tmp_path) -> None:
+    history = HistoryWriter(tmp_path / "h.jsonl", FakeClock())
+    with pytest.raises(ValueError, match="ok, fail or info"):
+        history.complete(0, "invoke", "read", "k")
+    history.close()
+    with pytest.raises(ValueError, match="closed"):
+        history.invoke(0, "read", "k")
+
+
+def test_refuses_to_append_to_an_existing_history(tmp_path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_text('{"index": 0}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="already holds a history"):
+        HistoryWriter(path, FakeClock())
+
+
+def test_non_json_values_are_written_readably(tmp_path) -> None:
+    path = tmp_path / "h.jsonl"
+    with HistoryWriter(path, FakeClock()) as history:
+        history.invoke(0, "write", "k", {"set": {3, 1, 2}, "raw": b"ab"})
+    assert _lines(path)[0]["value"] == {"set": [1, 2, 3], "raw": "ab"}
+
+
+def test_concurrent_writers_never_duplicate_or_skip_an_index(tmp_path) -> None:
+    path = tmp_path / "h.jsonl"
+    clock = FakeClock()
+    with HistoryWriter(path, clock) as history:
+
+        def client(process: int) -> None:
+            for _ in range(200):
+                history.invoke(process, "read", "k")
+                history.complete(process, "ok", "read", "k", None)
+
+        threads = [threading.Thread(target=client, args=(p,)) for p in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    events = _lines(path)
+    assert [e["index"] for e in events] == list(range(1600))
+    assert len(load_history(path).ops) == 800
