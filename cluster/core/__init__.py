@@ -1,0 +1,6 @@
+"""The sans-IO node core of `cluster`: election, LSN-ordered replication, storage records and the
+replicated state machines, fed ticks, peer messages and client requests with time and randomness passed
+in (ARCHITECTURE.md "The seams", STYLE.md 1-2).
+
+Drivers use `cluster.core.node.Node` and `Ready`; the contract is `docs/node-core.md`.
+"""

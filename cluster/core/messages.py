@@ -1,0 +1,274 @@
+"""Peer message types, defined once, named in the seeds' words (STYLE.md 8-9).
+
+Every message is a frozen dataclass whose wire form is a JSON object: its fields plus `"type"` (the class
+name) and the sender's `term`. LSNs travel as `[term, seq]`; log entries as the dicts of
+`cluster.core.log`. `parse_message` turns a received dict back into a message and rejects anything
+malformed with `MessageError`, so a bad peer message can never crash the node.
+
+Which modes use a message is recorded in `mode`; `from_leader` marks messages only a leader sends (a node
+that honours their higher term also learns who leads it); `exempt_from_term` marks the ones that do *not*
+make the receiver honour a higher term (seed 000: "the rule of honoring a message with higher term still
+applies to all other requests/notifications/heartbeats, except for ElectionScouting requests").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from cluster.core.statemachine import valid_entry
+
+LSN = list  # [term, seq] on the wire; compared lexicographically
+Entries = list  # list of entry dicts (cluster.core.log)
+
+
+class MessageError(ValueError):
+    """A received peer message is malformed; the message says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """Base of all peer messages: every one carries the sender's term (seed 000 "Introducing Election Term")."""
+
+    term: int
+
+    mode: ClassVar[str] = "shared"
+    from_leader: ClassVar[bool] = False
+    exempt_from_term: ClassVar[bool] = False
+    doc: ClassVar[str] = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = {"type": type(self).__name__}
+        for name in _FIELD_NAMES[type(self)]:
+            wire[name] = getattr(self, name)
+        return wire
+
+
+# --- BlazingMQ elector (seed 000, seed 004) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionProposal(Message):
+    mode: ClassVar[str] = "blazingmq"
+    doc: ClassVar[str] = "a candidate proposes itself with proposedTerm == ++selfTerm"
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionProposalResponse(Message):
+    granted: bool
+    unsolicited: bool = False
+    mode: ClassVar[str] = "blazingmq"
+    doc: ClassVar[str] = ("yes iff proposedTerm > selfTerm; also sent unsolicited (granted) by a node that "
+                          "discovers a leader through its heartbeats")
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionScouting(Message):
+    mode: ClassVar[str] = "blazingmq"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = ("PreVote: 'if I proposed term selfTerm + 1, would you support me?'; the sender's "
+                          "own term is not bumped and `term` is the proposed one")
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionScoutingResponse(Message):
+    granted: bool
+    responder_term: int
+    mode: ClassVar[str] = "blazingmq"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = ("yes only from a node that perceives no leader and whose own term is lower than "
+                          "the proposed one (seed 004); `term` echoes the proposed term")
+
+
+# --- Raft-style election (seed 003, PreVote from seed 000) ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PreVoteRequest(Message):
+    last_index: int
+    last_lsn: LSN
+    mode: ClassVar[str] = "raft"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = "would you vote for me in term `term` (own term + 1, not bumped) given my log?"
+
+
+@dataclass(frozen=True, slots=True)
+class PreVoteResponse(Message):
+    granted: bool
+    responder_term: int
+    mode: ClassVar[str] = "raft"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = ("yes iff the responder perceives no live leader, its term is lower than the "
+                          "proposed one and the candidate's log is at least as up to date")
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest(Message):
+    last_index: int
+    last_lsn: LSN
+    mode: ClassVar[str] = "raft"
+    doc: ClassVar[str] = "a candidate asks for the one vote of term `term`"
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse(Message):
+    granted: bool
+    mode: ClassVar[str] = "raft"
+    doc: ClassVar[str] = ("granted once per term (persisted), only to a candidate whose last entry's term, "
+                          "then index, is at least the voter's")
+
+
+# --- Leadership and replication, shared by every mode ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderHeartbeat(Message):
+    commit_index: int
+    commit_lsn: LSN
+    round: int
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = ("periodic proof of leadership carrying the leader's term and commit point; "
+                          "`round` numbers heartbeat rounds for read-index confirmation")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderHeartbeatResponse(Message):
+    round: int
+    last_index: int
+    last_lsn: LSN
+    doc: ClassVar[str] = "a follower of the same term acknowledges a heartbeat round and reports its log end"
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidHeartbeat(Message):
+    doc: ClassVar[str] = "answer to a heartbeat from a stale term; carries the responder's newer term (seed 000)"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEntries(Message):
+    prev_index: int
+    prev_lsn: LSN
+    entries: Entries
+    commit_index: int
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = ("entries following (prev_index, prev_lsn) in the leader's log, batched; the "
+                          "follower truncates a divergent suffix")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEntriesResponse(Message):
+    success: bool
+    match_index: int
+    hint_index: int
+    doc: ClassVar[str] = ("success: the follower's log matches the leader's up to match_index; failure: "
+                          "retry from hint_index")
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerLSNRequest(Message):
+    sync_id: int
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = "a new leader asks for each follower's last LSN before serving (leader sync, step 1)"
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerLSNResponse(Message):
+    sync_id: int
+    last_index: int
+    last_lsn: LSN
+    commit_index: int
+    doc: ClassVar[str] = "a follower's log end (index and LSN) and commit point"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderSyncDataQuery(Message):
+    sync_id: int
+    from_index: int
+    max_entries: int
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = ("the new leader fetches entries from the most up-to-date follower of a majority "
+                          "(leader sync, step 2)")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderSyncDataResponse(Message):
+    sync_id: int
+    from_index: int
+    prev_lsn: LSN
+    entries: Entries
+    last_index: int
+    doc: ClassVar[str] = "a chunk of the follower's log from from_index; last_index is its log end"
+
+
+MESSAGE_TYPES: dict[str, type[Message]] = {
+    cls.__name__: cls
+    for cls in (
+        ElectionProposal, ElectionProposalResponse, ElectionScouting, ElectionScoutingResponse,
+        PreVoteRequest, PreVoteResponse, VoteRequest, VoteResponse,
+        LeaderHeartbeat, LeaderHeartbeatResponse, InvalidHeartbeat, AppendEntries, AppendEntriesResponse,
+        FollowerLSNRequest, FollowerLSNResponse, LeaderSyncDataQuery, LeaderSyncDataResponse,
+    )
+}
+
+
+# --- Parsing --------------------------------------------------------------------------------------------
+
+
+def _check_int(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _check_bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+def _check_lsn(value: Any) -> bool:
+    return type(value) is list and len(value) == 2 and _check_int(value[0]) and _check_int(value[1])
+
+
+def _check_entries(value: Any) -> bool:
+    if type(value) is not list:
+        return False
+    for entry in value:
+        if type(entry) is not dict or not _check_lsn(entry.get("lsn")) or not valid_entry(entry):
+            return False
+    return True
+
+
+_CHECKS = {int: _check_int, bool: _check_bool, LSN: _check_lsn}
+_FIELD_NAMES: dict[type[Message], tuple[str, ...]] = {}
+_FIELD_CHECKS: dict[type[Message], tuple[tuple[str, Any, bool], ...]] = {}
+
+for _cls in MESSAGE_TYPES.values():
+    _hints = typing.get_type_hints(_cls)
+    _names = tuple(f.name for f in dataclasses.fields(_cls))
+    _FIELD_NAMES[_cls] = _names
+    _checks = []
+    for _f in dataclasses.fields(_cls):
+        # Entries and LSN are both `list`; the field name says which one is meant.
+        _check = _check_entries if _f.name == "entries" else _CHECKS[_hints[_f.name]]
+        _required = _f.default is dataclasses.MISSING
+        _checks.append((_f.name, _check, _required))
+    _FIELD_CHECKS[_cls] = tuple(_checks)
+
+
+def parse_message(wire: Any) -> Message:
+    """Validate a received dict and build its message; raise MessageError saying what is wrong."""
+    if type(wire) is not dict:
+        raise MessageError(f"a peer message must be a JSON object, got {type(wire).__name__}")
+    cls = MESSAGE_TYPES.get(wire.get("type"))  # type: ignore[arg-type]
+    if cls is None:
+        raise MessageError(f"unknown message type {wire.get('type')!r}")
+    kwargs = {}
+    for name, check, required in _FIELD_CHECKS[cls]:
+        if name not in wire:
+            if required:
+                raise MessageError(f"{cls.__name__} lacks field {name!r}")
+            continue
+        value = wire[name]
+        if not check(value):
+            raise MessageError(f"{cls.__name__}.{name} has a bad value {value!r:.80}")
+        kwargs[name] = value
+    return cls(**kwargs)
