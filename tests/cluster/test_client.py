@@ -1,0 +1,255 @@
+"""The client against scripted fake nodes on 127.0.0.1: pipelining, redirects, ok/fail/info."""
+
+import asyncio
+import json
+import threading
+
+import pytest
+
+from cluster.client import CLIENT_ERRORS, Client, Result, SyncClient
+from cluster.core.errors import ERRORS
+from cluster.wire import MAX_LINE_BYTES
+
+CLOSE = object()  # a handler returns this to drop the connection instead of replying
+
+
+class FakeNode:
+    """A TCP server that answers each request line with ``handler(request)``: a dict reply (its ``id``
+    filled in), None for no reply, or CLOSE. ``hold`` lists request ids whose replies wait until the
+    next request arrives, to make replies come back out of order."""
+
+    def __init__(self, handler, hold=()):
+        self.handler = handler
+        self.hold = set(hold)
+        self.requests = []
+        self.connections = 0
+        self.server = None
+        self._held = []
+
+    async def start(self):
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[:2]
+
+    async def _serve(self, reader, writer):
+        self.connections += 1
+        while line := await reader.readline():
+            request = json.loads(line)
+            self.requests.append(request)
+            reply = self.handler(request)
+            if reply is CLOSE:
+                writer.close()
+                return
+            if reply is None:
+                continue
+            data = json.dumps({**reply, "id": request["id"]}).encode() + b"\n"
+            if request["id"] in self.hold:
+                self._held.append(data)
+                continue
+            writer.write(data)
+            for held in self._held:
+                writer.write(held)
+            self._held.clear()
+        writer.close()
+
+    async def stop(self):
+        self.server.close()
+        await self.server.wait_closed()
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def ok(value=None, lsn=(1, 1)):
+    return lambda request: {"ok": True, "value": value if value is not None else request.get("value"),
+                            "lsn": list(lsn)}
+
+
+def not_leader(leader):
+    return lambda request: {"ok": False, "error": "not-leader", "definite": True, "leader": leader}
+
+
+async def cluster_of(**handlers):
+    nodes, fakes = {}, {}
+    for name, handler in handlers.items():
+        fake = FakeNode(handler)
+        nodes[name] = await fake.start()
+        fakes[name] = fake
+    return nodes, fakes
+
+
+def test_concurrent_requests_share_one_connection_and_replies_match_by_id():
+    async def scenario():
+        fake = FakeNode(lambda r: {"ok": True, "value": r["key"], "lsn": [2, r["id"]]}, hold={1})
+        address = await fake.start()
+        async with Client({"n1": address}) as client:
+            first, second = await asyncio.gather(client.read("a"), client.read("b"))
+        await fake.stop()
+        return fake, first, second
+
+    fake, first, second = run(scenario())
+    assert fake.connections == 1
+    assert [r["op"] for r in fake.requests] == ["read", "read"]
+    assert (first.type, first.value, first.lsn, first.node) == ("ok", "a", (2, 1), "n1")
+    assert (second.value, second.lsn) == ("b", (2, 2))
+
+
+def test_operations_send_the_documented_request_shapes():
+    async def scenario():
+        nodes, fakes = await cluster_of(n1=ok("v"))
+        async with Client(nodes) as client:
+            await client.write("k", 1)
+            await client.cas("k", 1, 2)
+            await client.put("q", "m", "g-1")
+            await client.consume("q")
+            await client.confirm("q", "g-1")
+        return [{k: v for k, v in r.items() if k != "id"} for r in fakes["n1"].requests]
+
+    assert run(scenario()) == [
+        {"op": "write", "key": "k", "value": 1},
+        {"op": "cas", "key": "k", "value": [1, 2]},
+        {"op": "put", "key": "q", "value": "m", "guid": "g-1"},
+        {"op": "consume", "key": "q"},
+        {"op": "confirm", "key": "q", "guid": "g-1"},
+    ]
+
+
+def test_not_leader_is_followed_to_the_named_leader_which_is_remembered():
+    async def scenario():
+        nodes, fakes = await cluster_of(n1=not_leader("n2"), n2=ok(lsn=(3, 7)), n3=not_leader("n2"))
+        async with Client(nodes) as client:
+            first = await client.write("k", "v", node="n1")
+            second = await client.write("k", "w")
+        return first, second, client.leader_hint, fakes
+
+    first, second, hint, fakes = run(scenario())
+    assert (first.type, first.node, first.redirects, first.lsn) == ("ok", "n2", 1, (3, 7))
+    assert (second.node, second.redirects) == ("n2", 0)  # went straight to the remembered leader
+    assert hint == "n2"
+    assert len(fakes["n1"].requests) == 1 and len(fakes["n2"].requests) == 2
+
+
+def test_redirects_are_bounded():
+    async def scenario():
+        nodes, fakes = await cluster_of(n1=not_leader("n2"), n2=not_leader("n1"))
+        async with Client(nodes, max_redirects=3) as client:
+            return await client.write("k", "v", node="n1"), fakes
+
+    result, fakes = run(scenario())
+    assert (result.type, result.error, result.redirects) == ("fail", "not-leader", 3)
+    assert len(fakes["n1"].requests) + len(fakes["n2"].requests) == 4
+
+
+def test_not_leader_without_a_known_leader_is_a_definite_fail():
+    async def scenario():
+        nodes, _ = await cluster_of(n1=not_leader(None))
+        async with Client(nodes) as client:
+            return await client.read("k")
+
+    result = run(scenario())
+    assert (result.type, result.definite, result.error, result.redirects) == ("fail", True, "not-leader", 0)
+
+
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        ({"ok": False, "error": "cas-mismatch", "definite": True}, "fail"),
+        ({"ok": False, "error": "leadership-lost", "definite": False}, "info"),
+        ({"ok": False, "error": "mystery"}, "info"),  # unknown and not said to be definite: the safe reading
+        ({"ok": False, "error": "not-leader"}, "fail"),  # not said: the error table decides
+    ],
+)
+def test_node_errors_are_fail_when_definite_and_info_otherwise(reply, expected):
+    async def scenario():
+        nodes, _ = await cluster_of(n1=lambda request: reply)
+        async with Client(nodes) as client:
+            return await client.cas("k", 1, 2)
+
+    result = run(scenario())
+    assert result.type == expected and result.error == reply["error"]
+
+
+def test_no_reply_in_time_is_info_timeout_and_the_connection_stays_usable():
+    async def scenario():
+        answers = iter([None, {"ok": True, "value": 5, "lsn": [1, 2]}])
+        nodes, _ = await cluster_of(n1=lambda request: next(answers))
+        async with Client(nodes) as client:
+            late = await client.read("k", timeout=0.05)
+            then = await client.read("k")
+        return late, then
+
+    late, then = run(scenario())
+    assert (late.type, late.error, late.definite) == ("info", "timeout", False)
+    assert (then.type, then.value) == ("ok", 5)
+
+
+def test_connection_dropped_after_sending_is_info_and_the_client_reconnects():
+    async def scenario():
+        answers = iter([CLOSE, {"ok": True, "value": 1, "lsn": [1, 1]}])
+        nodes, fakes = await cluster_of(n1=lambda request: next(answers))
+        async with Client(nodes) as client:
+            lost = await client.write("k", 1)
+            again = await client.write("k", 1)
+        return lost, again, fakes["n1"].connections
+
+    lost, again, connections = run(scenario())
+    assert (lost.type, lost.error) == ("info", "connection-lost")
+    assert again.ok and connections == 2
+
+
+def test_connection_refused_is_a_definite_fail():
+    async def scenario():
+        fake = FakeNode(ok())
+        address = await fake.start()
+        await fake.stop()  # nothing listens there any more
+        async with Client({"n1": address}) as client:
+            return await client.write("k", 1)
+
+    result = run(scenario())
+    assert (result.type, result.error, result.node) == ("fail", "connection-refused", "n1")
+
+
+def test_a_request_over_the_line_limit_is_never_sent():
+    async def scenario():
+        nodes, fakes = await cluster_of(n1=ok())
+        async with Client(nodes) as client:
+            return await client.write("k", "x" * MAX_LINE_BYTES), fakes["n1"].requests
+
+    result, received = run(scenario())
+    assert (result.type, result.error) == ("fail", "too-large") and received == []
+
+
+def test_status_is_not_redirected_and_an_unknown_node_is_refused():
+    async def scenario():
+        nodes, _ = await cluster_of(n1=not_leader("n2"), n2=ok())
+        async with Client(nodes) as client:
+            status = await client.status("n1")
+            with pytest.raises(ValueError, match="'n9' is not one of this client's nodes: n1, n2"):
+                await client.read("k", node="n9")
+        return status
+
+    status = run(scenario())
+    assert (status.type, status.node, status.redirects) == ("fail", "n1", 0)
+
+
+def test_every_code_the_client_makes_is_in_the_error_table_with_the_same_certainty():
+    for code, definite in CLIENT_ERRORS.items():
+        assert code in ERRORS, f"{code} missing from cluster.core.errors"
+        assert ERRORS[code].definite is definite
+
+
+def test_sync_client_blocks_until_the_reply():
+    loop = asyncio.new_event_loop()
+    fake = FakeNode(lambda request: {"ok": True, "value": {"role": "leader"}})
+    address = loop.run_until_complete(fake.start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        with SyncClient({"n1": address}, timeout=2.0) as client:
+            result = client.status("n1")
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.run_until_complete(fake.stop())
+        loop.close()
+    assert result == Result("ok", value={"role": "leader"}, node="n1")
