@@ -29,6 +29,7 @@ from rich.text import Text
 from checkers.verdict import UNKNOWN, Valid, exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
 from harness.interpreter import RunStats
+from harness.report.cli import add_report_parser, add_serve_parser
 from harness.run import (
     DBS,
     EXIT_BAD_CONFIG,
@@ -42,6 +43,7 @@ from harness.run import (
     run,
     valid_modes,
 )
+from harness.sim.cli import add_simulate_parser
 from harness.store import StoreError
 from workloads.generator import workload_names
 
@@ -130,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_analyze_parser(commands)
     add_suite_parser(commands)
+    add_report_parser(commands)
+    add_serve_parser(commands)
+    add_simulate_parser(commands)
     return parser
 
 

@@ -19,4 +19,6 @@ log "installing the project and its test dependencies"
 log "Docker engine and node image (container tests, docker platform)"
 bash scripts/install-docker.sh
 bash scripts/build-image.sh
+log "Chromium (report tests in a real browser)"
+bash scripts/install-chromium.sh
 log "done"

@@ -1,0 +1,286 @@
+"""Headless Chromium over the DevTools protocol: open a report, collect what went wrong, take a screenshot.
+
+The browser tests (``pytest -m browser``) and the README screenshot use it. Chromium (Debian's
+``chromium``, installed by ``scripts/install-chromium.sh``) is started headless with an empty profile
+and a DevTools port on 127.0.0.1; the page is driven through one websocket (``websocket-client``).
+
+What :func:`open_page` reports, and why through DevTools rather than Chromium's stderr log: the stderr
+log prints every console message at the same level, so a ``console.error`` cannot be told from a
+``console.log``. DevTools gives each message its level, every uncaught exception, every failed load, and
+every request the page made, so a test can also assert that a report fetched nothing from a network.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--mute-audio",
+)
+DEFAULT_WINDOW = (1400, 2000)
+
+
+class BrowserError(RuntimeError):
+    """Chromium is missing, did not start, or did not answer; says what to do."""
+
+
+@dataclass
+class PageVisit:
+    """What happened while a page loaded: console errors, exceptions, failed loads, requests made."""
+
+    url: str
+    console_errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    values: dict[str, Any] = field(default_factory=dict)
+    screenshot: Path | None = None
+
+    @property
+    def external_requests(self) -> list[str]:
+        """Requests to anything but the page's own directory tree on disk (``file:``, ``data:``)."""
+        return [url for url in self.requests if not url.startswith(("file:", "data:", "about:"))]
+
+
+def find_chromium() -> str:
+    """The Chromium binary (``CHROMIUM`` in the environment, else ``/usr/bin/chromium``)."""
+    candidate = os.environ.get("CHROMIUM") or CHROMIUM
+    if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+        found = shutil.which("chromium")
+        if found is None:
+            raise BrowserError(
+                f"no Chromium at {candidate}: install it with scripts/install-chromium.sh (apt-get install chromium)"
+            )
+        return found
+    return candidate
+
+
+class _DevTools:
+    """One websocket to one page target; commands are answered in order, events are collected."""
+
+    def __init__(self, ws_url: str, timeout: float) -> None:
+        try:
+            import websocket  # websocket-client; imported here so the report package works without it
+        except ImportError:
+            raise BrowserError(
+                "the DevTools client needs websocket-client: .venv/bin/python -m pip install websocket-client "
+                "(the project's test dependencies include it)"
+            ) from None
+
+        self._ws = websocket.create_connection(ws_url, timeout=timeout, suppress_origin=True)
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def send(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        self._next_id += 1
+        ident = self._next_id
+        self._ws.send(json.dumps({"id": ident, "method": method, "params": dict(params or {})}))
+        while True:
+            message = json.loads(self._ws.recv())
+            if message.get("id") == ident:
+                if "error" in message:
+                    raise BrowserError(f"DevTools {method} failed: {message['error']}")
+                return message.get("result", {})
+            if "method" in message:
+                self.events.append(message)
+
+    def wait_for(self, method: str, deadline: float) -> dict[str, Any]:
+        for event in self.events:
+            if event["method"] == method:
+                return event
+        while time.monotonic() < deadline:
+            message = json.loads(self._ws.recv())
+            if "method" in message:
+                self.events.append(message)
+                if message["method"] == method:
+                    return message
+        raise BrowserError(f"the page did not fire {method} in time")
+
+    def close(self) -> None:
+        self._ws.close()
+
+
+def _console_errors(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    errors: list[str] = []
+    for event in events:
+        method, params = event["method"], event.get("params", {})
+        if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            args = params.get("args", [])
+            errors.append("console." + params["type"] + ": " + " ".join(
+                str(a.get("value", a.get("description", ""))) for a in args
+            ))
+        elif method == "Runtime.exceptionThrown":
+            details = params.get("exceptionDetails", {})
+            description = details.get("exception", {}).get("description") or details.get("text", "")
+            errors.append(f"uncaught exception: {description} (line {details.get('lineNumber', 0) + 1})")
+        elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+            entry = params["entry"]
+            errors.append(f"{entry.get('source', 'log')}: {entry.get('text', '')} {entry.get('url', '')}".strip())
+    return errors
+
+
+@contextmanager
+def _chromium(window: tuple[int, int], timeout: float) -> Iterator[str]:
+    """Start headless Chromium with a fresh profile; yield its DevTools HTTP address; stop it."""
+    binary = find_chromium()
+    profile = tempfile.mkdtemp(prefix="report-chromium-")
+    argv = [
+        binary,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        f"--window-size={window[0]},{window[1]}",
+        "--remote-debugging-address=127.0.0.1",
+        "--remote-debugging-port=0",
+        "about:blank",
+    ]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + timeout
+        while not port_file.is_file() or not port_file.read_text().strip():
+            if process.poll() is not None:
+                stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
+                raise BrowserError(f"chromium exited with {process.returncode} before it listened: {stderr[-500:]}")
+            if time.monotonic() > deadline:
+                raise BrowserError(f"chromium did not open its DevTools port within {timeout:g} s")
+            time.sleep(0.05)
+        port = port_file.read_text().split()[0]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stderr:
+            process.stderr.close()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _page_target(address: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(f"{address}/json/list", timeout=timeout) as response:
+            targets = json.loads(response.read())
+        pages = [t for t in targets if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
+        if pages:
+            return pages[0]["webSocketDebuggerUrl"]
+        if time.monotonic() > deadline:
+            raise BrowserError("chromium shows no page target")
+        time.sleep(0.05)
+
+
+def open_page(
+    path: str | os.PathLike[str],
+    *,
+    screenshot: str | os.PathLike[str] | None = None,
+    evaluate: Mapping[str, str] | None = None,
+    window: tuple[int, int] = DEFAULT_WINDOW,
+    full_page: bool = False,
+    timeout: float = 60.0,
+    region: tuple[int, int] | None = None,
+) -> PageVisit:
+    """Load ``path`` (a local HTML file) in headless Chromium and report what happened.
+
+    ``evaluate`` maps names to JavaScript expressions evaluated after the load (their JSON values land in
+    ``PageVisit.values``); ``screenshot`` writes a PNG of the window, of the whole page with ``full_page``,
+    or of the band ``region`` = (top, height) of the page in CSS pixels.
+    """
+    url = Path(path).resolve().as_uri()
+    visit = PageVisit(url=url)
+    with _chromium(window, timeout) as address:
+        devtools = _DevTools(_page_target(address, timeout), timeout)
+        try:
+            for domain in ("Runtime", "Log", "Page", "Network"):
+                devtools.send(f"{domain}.enable")
+            devtools.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": window[0], "height": window[1], "deviceScaleFactor": 1, "mobile": False},
+            )
+            devtools.events.clear()
+            devtools.send("Page.navigate", {"url": url})
+            devtools.wait_for("Page.loadEventFired", time.monotonic() + timeout)
+            # One round trip after the load lets late console messages and exceptions arrive.
+            devtools.send("Runtime.evaluate", {"expression": "document.readyState", "returnByValue": True})
+            for name, expression in (evaluate or {}).items():
+                result = devtools.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+                if "exceptionDetails" in result:
+                    raise BrowserError(f"evaluating {name} failed: {result['exceptionDetails'].get('text')}")
+                visit.values[name] = result.get("result", {}).get("value")
+            if screenshot is not None:
+                params: dict[str, Any] = {"format": "png"}
+                if region is not None:
+                    params.update(
+                        captureBeyondViewport=True,
+                        clip={"x": 0, "y": region[0], "width": window[0], "height": region[1], "scale": 1},
+                    )
+                elif full_page:
+                    metrics = devtools.send("Page.getLayoutMetrics")
+                    size = metrics.get("cssContentSize") or metrics["contentSize"]
+                    params.update(
+                        captureBeyondViewport=True,
+                        clip={"x": 0, "y": 0, "width": window[0], "height": size["height"], "scale": 1},
+                    )
+                shot = devtools.send("Page.captureScreenshot", params)
+                target = Path(screenshot)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(base64.b64decode(shot["data"]))
+                visit.screenshot = target
+            devtools.send("Runtime.evaluate", {"expression": "0", "returnByValue": True})
+        finally:
+            devtools.close()
+        visit.console_errors = _console_errors(devtools.events)
+        visit.requests = [
+            e["params"]["request"]["url"] for e in devtools.events if e["method"] == "Network.requestWillBeSent"
+        ]
+    return visit
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m harness.report.browser PAGE.html [--screenshot FILE] [--full-page]``: print console
+    errors and external requests; exit 1 if there were any."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m harness.report.browser", description=main.__doc__)
+    parser.add_argument("page")
+    parser.add_argument("--screenshot", default=None)
+    parser.add_argument("--full-page", action="store_true")
+    parser.add_argument("--region", default=None, metavar="TOP,HEIGHT", help="only this band of the page")
+    parser.add_argument("--width", type=int, default=DEFAULT_WINDOW[0])
+    parser.add_argument("--height", type=int, default=DEFAULT_WINDOW[1])
+    args = parser.parse_args(argv)
+    region = tuple(int(v) for v in args.region.split(",")) if args.region else None
+    visit = open_page(args.page, screenshot=args.screenshot, window=(args.width, args.height),
+                      full_page=args.full_page, region=region)
+    for error in visit.console_errors:
+        print(f"console error: {error}")
+    for url in visit.external_requests:
+        print(f"external request: {url}")
+    if visit.screenshot:
+        print(f"screenshot: {visit.screenshot}")
+    return 1 if visit.console_errors or visit.external_requests else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

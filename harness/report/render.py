@@ -1,0 +1,331 @@
+"""The run report: a stored run -> ``report.html``, one self-contained page (CSS, figures and the little
+JavaScript inline; links to the run's own files are relative), rendered with Jinja2.
+
+What the page shows, in this order: the verdict and the checkers that failed; the seed and the exact
+commands that run the test again and replay this run; each failed checker's counterexample drawn for
+people (:mod:`harness.report.counterexamples`); one timeline of faults, node roles and terms,
+operations, latency and throughput (:mod:`harness.report.timeline`); the clock offsets the nemesis
+applied; the faults it could not apply here; the other checkers; links to the history, journals and
+logs.
+
+Autoescaping is on for every template: keys, values and errors come from the system under test and are
+shown as text, never as markup. The figures are escaped where they are built (:mod:`harness.report.svg`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from harness.report.clocks import OffsetChange, align, clock_offsets
+from harness.report.counterexamples import CheckerView, anomaly_time, checker_view
+from harness.report.data import RunData, load_run
+from harness.report.faults import Unapplied, fault_view
+from harness.report.svg import NS, short
+from harness.report.timeline import MAX_BARS, Timeline, build_timeline
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+REPORT = "report.html"
+VERDICT_WORDS = {True: "valid", False: "invalid", "unknown": "unknown", None: "not analysed"}
+VERDICT_CLASSES = {True: "valid", False: "invalid", "unknown": "unknown", None: "none"}
+
+
+def environment() -> Environment:
+    """The Jinja2 environment of the report templates: autoescape on, undefined names are errors."""
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["verdict_word"] = verdict_word
+    env.filters["verdict_class"] = verdict_class
+    env.filters["seconds"] = lambda ns: "—" if ns is None else f"{ns / NS:.3f} s"
+    env.filters["thousands"] = lambda n: "—" if n is None else f"{n:,}" if isinstance(n, int) else str(n)
+    return env
+
+
+def verdict_word(valid: Any) -> str:
+    return VERDICT_WORDS.get(valid if valid in (True, False, None) else str(valid), str(valid))
+
+
+def verdict_class(valid: Any) -> str:
+    return VERDICT_CLASSES.get(valid if valid in (True, False, None) else str(valid), "unknown")
+
+
+@dataclass
+class Command:
+    label: str
+    text: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class OffsetRow:
+    """Clock offsets one nemesis operation set: the same offset on ``nodes``."""
+
+    time: int
+    nodes: str
+    offset: str
+    probes: str
+    how: str
+    line: int
+
+
+def offset_rows(changes: Sequence[OffsetChange]) -> list[OffsetRow]:
+    """One row per clock operation and offset (a reset of five nodes is one row, not five)."""
+    groups: dict[tuple[Any, ...], list[OffsetChange]] = {}
+    for change in changes:
+        groups.setdefault((change.line, change.offset, change.strobe_to, change.until, change.kind), []).append(change)
+    rows = []
+    for (line, offset, strobe_to, until, kind), group in groups.items():
+        how = kind
+        if strobe_to is not None:
+            how += f", flipping to {strobe_to:+.3f} s until {until / NS:.3f} s" if until is not None else ""
+        probes = ", ".join(f"{c.node} {c.probe:+.3f} s" for c in group if c.probe is not None) or "—"
+        rows.append(OffsetRow(group[0].time, ", ".join(c.node for c in group), f"{offset:+.3f} s", probes, how, line))
+    return sorted(rows, key=lambda row: (row.time, row.line))
+
+
+@dataclass
+class Report:
+    """The view model of ``report.html``."""
+
+    title: str
+    test: str
+    run: str
+    valid: Any
+    headline: str
+    failed: list[CheckerView]
+    undecided: list[CheckerView]
+    passed: list[CheckerView]
+    seed: Any
+    commands: list[Command]
+    parameters: list[tuple[str, str]]
+    figures: list[tuple[str, str]]
+    timeline: Timeline
+    offsets: list[OffsetRow]
+    unapplied: list[Unapplied]
+    fault_counts: list[tuple[str, int, int]]
+    files: list[tuple[str, str, str]]
+    problems: list[str]
+    run_error: str | None
+    alignment: str
+    generated: str
+    analysed_by: str | None
+    focus: str | None
+    index_href: str | None = None
+    where: str = ""  # the run directory relative to its store: <test>/<run>
+
+
+def _size(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return ""
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+def _files(run: RunData) -> list[tuple[str, str, str]]:
+    described = {
+        "history.jsonl": "every operation and fault, in order",
+        "test.json": "the test's spec, seed and versions",
+        "schedule.jsonl": "the fault schedule the seed produced",
+        "results.json": "the checkers' verdicts and counterexamples",
+        "harness.log": "the controller's log",
+    }
+    out = [(name, name, f"{described.get(name, '')} · {_size(run.path / name)}") for name in run.files]
+    for node, names in run.node_files.items():
+        for name in names:
+            href = f"nodes/{node}/{name}"
+            what = "journal: roles, votes, appends, commits, applies" if name == "journal.jsonl" else "log"
+            out.append((f"{node}: {name}", href, f"{what} · {_size(run.path / href)}"))
+    return out
+
+
+def _spec(test: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = test.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _parameters(run: RunData) -> list[tuple[str, str]]:
+    test, spec = run.test, _spec(run.test)
+
+    def listed(value: Any) -> str:
+        if isinstance(value, list | tuple):
+            return ", ".join(str(v) for v in value) or "none"
+        return "—" if value is None else str(value)
+
+    timings = test.get("timings") if isinstance(test.get("timings"), Mapping) else {}
+    versions = test.get("versions") if isinstance(test.get("versions"), Mapping) else {}
+    platform = test.get("platform")
+    platform_kind = platform.get("kind") if isinstance(platform, Mapping) else platform or spec.get("platform")
+    rows = [
+        ("db", listed(test.get("db") or spec.get("db"))),
+        ("mode", listed(test.get("mode") or spec.get("mode"))),
+        ("bugs", listed(test.get("bugs", spec.get("bugs")))),
+        ("nodes", listed(run.nodes)),
+        ("workload", listed(test.get("workload") or spec.get("workload"))),
+        ("model", listed(test.get("model"))),
+        ("nemesis", listed(test.get("nemesis", spec.get("nemesis")))),
+        ("platform", listed(platform_kind)),
+        ("time limit", f"{timings.get('time_limit', spec.get('time_limit', '—'))} s"),
+        ("concurrency", listed(spec.get("concurrency"))),
+        ("started", listed(timings.get("started"))),
+        ("git commit", listed(test.get("git_commit"))),
+        ("harness", listed(versions.get("chaos-harness"))),
+        ("python", listed(versions.get("python"))),
+    ]
+    return [(name, value) for name, value in rows if value not in ("—", "— s")]
+
+
+def _commands(run: RunData) -> list[Command]:
+    test, spec = run.test, _spec(run.test)
+    commands: list[Command] = []
+    platform = test.get("platform")
+    kind = platform.get("kind") if isinstance(platform, Mapping) else platform or spec.get("platform")
+    replay = test.get("replay_command") or test.get("replay")
+    if isinstance(replay, str) and replay:
+        commands.append(Command("Replay this run", replay,
+                                "On the sim platform the seed fixes everything: the replay yields the same history, "
+                                "byte for byte." if kind == "sim" else None))
+    if isinstance(test.get("command"), str) and test["command"] != replay:
+        note = None
+        if kind in ("docker", "ssh"):
+            note = ("The seed fixes the schedule of operations and faults; thread interleavings may still differ, "
+                    "so a replay reproduces a failure at some rate.")
+        commands.append(Command("Run the test again with the same seed", test["command"], note))
+    store = spec.get("store")
+    if isinstance(store, str):
+        where = str(Path(store) / run.path.parent.name / run.path.name)
+    else:
+        where = str(run.path)
+    if not replay:
+        commands.append(Command(
+            "Replay this run's fault schedule (and count how often it fails again)",
+            f"harness reproduce {shlex.quote(where)} --times 5",
+        ))
+    commands.append(Command("Re-analyse this run and rebuild this page",
+                            f"harness analyze {shlex.quote(where)}"))
+    return commands
+
+
+def _headline(run: RunData, failed: Sequence[CheckerView]) -> str:
+    results = run.results
+    if results is None:
+        return "This run has not been analysed yet (no results.json): run harness analyze on it."
+    if failed:
+        names = ", ".join(view.name for view in failed)
+        return f"{len(failed)} of {len(results.get('checkers') or {})} checkers found an anomaly: {names}."
+    if results.get("valid") is True:
+        return f"Every checker passed ({len(results.get('checkers') or {})})."
+    return "No anomaly was found, but the verdict is unknown: see why below."
+
+
+def build_report(run: RunData, *, max_bars: int = MAX_BARS, index_href: str | None = None) -> Report:
+    """The view model of ``report.html`` for a run read by :func:`harness.report.data.load_run`."""
+    nodes = run.nodes
+    offsets = clock_offsets(run.nemesis, nodes)
+    alignment = align(run.test, run.journals, run.status, offsets)
+    faults = fault_view(run.nemesis, nodes, run.end_ns)
+    checkers = (run.results or {}).get("checkers") or {}
+    ops_by_id = {op.id: op for op in run.ops}
+    views = [
+        checker_view(str(name), verdict, alignment, faults, run.end_ns, ops_by_id)
+        for name, verdict in checkers.items()
+        if isinstance(verdict, Mapping)
+    ]
+    failed = [v for v in views if v.valid is False]
+    undecided = [v for v in views if v.valid not in (True, False)]
+    passed = [v for v in views if v.valid is True]
+    focus = None
+    for view in failed:
+        found = anomaly_time(checkers[view.name].get("counterexample"), alignment)
+        if found is not None and (focus is None or found[0] < focus[0]):
+            focus = (found[0], f"{found[1]} ({view.name})")
+    timeline = build_timeline(run, faults, alignment, offsets, focus, max_bars=max_bars)
+    ok = sum(1 for op in run.ops if op.type == "ok")
+    figures = [
+        ("operations", f"{len(run.ops):,}"),
+        ("ok / fail / info", f"{ok:,} / {sum(1 for op in run.ops if op.type == 'fail'):,} / "
+                             f"{sum(1 for op in run.ops if op.type in ('info', 'pending')):,}"),
+        ("history", f"{run.end_ns / NS:.1f} s"),
+        ("ok ops/s", f"{ok / (run.end_ns / NS):.1f}" if run.end_ns else "—"),
+        ("faults", f"{sum(c['applied'] for c in faults.counts.values())} applied, {len(faults.unapplied)} not"),
+    ]
+    results = run.results or {}
+    run_error = results.get("error") if isinstance(results.get("error"), str) else None
+    analysed = results.get("analysed_by") or (
+        "harness analyze" if isinstance(results.get("analysis"), Mapping) else None
+    )
+    test_name = str(run.test.get("test") or results.get("test") or run.path.parent.name)
+    return Report(
+        title=f"{verdict_word(run.valid)} · {test_name} · {run.path.name}",
+        test=test_name,
+        run=run.path.name,
+        valid=run.valid,
+        headline=_headline(run, failed),
+        failed=failed,
+        undecided=undecided,
+        passed=passed,
+        seed=run.test.get("seed", results.get("seed")),
+        commands=_commands(run),
+        parameters=_parameters(run),
+        figures=figures,
+        timeline=timeline,
+        offsets=offset_rows(offsets),
+        unapplied=faults.unapplied,
+        fault_counts=[(f, c["invoked"], c["applied"]) for f, c in faults.counts.items()],
+        files=_files(run),
+        problems=run.problems + [f"teardown: {short(e, 300)}" for e in results.get("teardown_errors") or []],
+        run_error=run_error,
+        alignment=alignment.method,
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        analysed_by=str(analysed) if analysed else None,
+        focus=focus[1] if focus else None,
+        index_href=index_href,
+        where=f"{run.path.parent.name}/{run.path.name}",
+    )
+
+
+def render_report(report: Report, env: Environment | None = None) -> str:
+    """``report.html``'s text."""
+    return (env or environment()).get_template("report.html.j2").render(r=report)
+
+
+def _index_href(run_dir: Path) -> str | None:
+    """The relative link from a run directory to its store's ``index.html`` (``../../index.html``)."""
+    store = run_dir.parent.parent
+    return "../../index.html" if (store / "index.html").exists() or (store / "latest").exists() else None
+
+
+def write_report(run_dir: str | os.PathLike[str], *, max_bars: int = MAX_BARS) -> Path:
+    """Read the stored run at ``run_dir`` and (re)write its ``report.html``; return the file's path.
+
+    Raises ``FileNotFoundError`` when ``run_dir`` is not a stored run (no ``test.json``).
+    """
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)
+    report = build_report(run, max_bars=max_bars, index_href=_index_href(run_dir.resolve()))
+    text = render_report(report)
+    target = run_dir / REPORT
+    temporary = target.with_name(f".{REPORT}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, target)
+    return target
+
+
+__all__ = ["REPORT", "Report", "build_report", "environment", "render_report", "write_report"]
