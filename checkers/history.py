@@ -89,6 +89,14 @@ class Operation:
     def ok(self) -> bool:
         return self.type == "ok"
 
+    def evidence(self) -> dict[str, Any]:
+        """:meth:`to_json` plus the 1-based lines of the invoke and the completion in ``history.jsonl``
+        (``index`` is the 0-based line number, a rule :func:`parse_events` enforces)."""
+        out = self.to_json()
+        out["invoke_line"] = self.invoke_index + 1
+        out["complete_line"] = None if self.complete_index is None else self.complete_index + 1
+        return out
+
     def to_json(self) -> dict[str, Any]:
         """A compact description for counterexamples."""
         out: dict[str, Any] = {
@@ -140,6 +148,15 @@ class JournalEvent:
     event: str
     data: dict[str, Any]
     line: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The event as journalled, plus its 1-based line, for counterexamples."""
+        out: dict[str, Any] = {"node": self.node, "seq": self.seq, "wall": self.wall, "event": self.event}
+        out.update(self.data)
+        if isinstance(out.get("lsn"), tuple):
+            out["lsn"] = list(out["lsn"])
+        out["line"] = self.line
+        return out
 
 
 def _hashable(key: Any) -> Any:
@@ -387,6 +404,13 @@ def parse_journal(lines: Iterable[str], source: str = "journal.jsonl") -> list[J
         data = {k: v for k, v in raw.items() if k not in REQUIRED_JOURNAL_FIELDS}
         if "lsn" in data:
             data["lsn"] = _lsn(data["lsn"], source, number)
+        if event == "apply" and data["lsn"] is None:
+            raise HistoryError(source, number, "apply event lsn must be [term, seq], not null")
+        if event == "role":
+            if not _is_int(data["term"]):
+                raise HistoryError(source, number, f"role event term must be an integer, not {data['term']!r}")
+            if not isinstance(data["role"], str):
+                raise HistoryError(source, number, f"role event role must be a string, not {data['role']!r}")
         events.append(JournalEvent(node=node, seq=seq, wall=float(wall), event=event, data=data, line=number))
     return events
 

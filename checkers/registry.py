@@ -1,0 +1,139 @@
+"""The checkers by name: defined once, used by ``python -m checkers`` and by the harness's analysis.
+
+Every checker here takes one :class:`CheckInput` (a run's history, its journals if any, the model, the
+budgets) and returns a :class:`~checkers.verdict.Verdict`; :func:`run_checker` calls it through
+:func:`~checkers.verdict.check_safe`, so a checker that raises yields ``"unknown"``, never a pass.
+
+Which checkers apply to an input (:func:`applicable`):
+
+* ``linearizable``: always (the model says what the operations mean);
+* ``single-leader-per-term``: when there are journals or the history holds ``status`` observations;
+* ``lsn-monotonicity``: when there are journals or some history operation carries an ``lsn``;
+* ``durability``: for the ``register``, ``cas-register`` and ``queue`` models, when the history has
+  final reads (see :func:`checkers.durability.final_phase`).
+
+The linearizability checker is imported when it runs, so the others work without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from checkers.durability import QUEUE_MODELS, REGISTER_MODELS, check_durability, has_final_reads
+from checkers.history import History, JournalEvent
+from checkers.leader import STATUS, check_single_leader_per_term
+from checkers.lsn import check_lsn_monotonicity
+from checkers.verdict import Verdict, check_safe
+
+MODEL_NAMES = ("register", "cas-register", "kv", "queue")
+
+
+@dataclass(frozen=True)
+class CheckInput:
+    """What a checker is given: one history, its nodes' journals (or ``None``) and the settings."""
+
+    history: History
+    model: str
+    journals: Mapping[str, list[JournalEvent]] | None = None
+    timeout_s: float | None = None
+    max_states: int | None = None
+    final_after: int | None = None
+
+
+@dataclass(frozen=True)
+class Checker:
+    """A named checker: how to run it on a :class:`CheckInput` and whether it applies to one."""
+
+    name: str
+    description: str
+    run: Callable[[CheckInput], Verdict]
+    applies: Callable[[CheckInput], bool]
+
+
+def _linearizable(inp: CheckInput) -> Verdict:
+    from checkers.linearizability import check_linearizability
+
+    # Status observations describe the cluster, not the object the model specifies.
+    ops = [op for op in inp.history.ops if op.f != STATUS]
+    return check_linearizability(ops, inp.model, timeout_s=inp.timeout_s, max_states=inp.max_states)
+
+
+def _single_leader(inp: CheckInput) -> Verdict:
+    return check_single_leader_per_term(inp.journals, inp.history)
+
+
+def _lsn(inp: CheckInput) -> Verdict:
+    return check_lsn_monotonicity(inp.journals, inp.history)
+
+
+def _durability(inp: CheckInput) -> Verdict:
+    return check_durability(inp.history, inp.journals, model=inp.model, final_after=inp.final_after)
+
+
+def _has_status(inp: CheckInput) -> bool:
+    return bool(inp.journals) or any(op.f == STATUS for op in inp.history.ops)
+
+
+def _has_lsns(inp: CheckInput) -> bool:
+    return bool(inp.journals) or any(op.lsn is not None for op in inp.history.ops)
+
+
+def _durability_applies(inp: CheckInput) -> bool:
+    return (inp.model in REGISTER_MODELS or inp.model in QUEUE_MODELS) and has_final_reads(
+        inp.history, inp.model, inp.final_after
+    )
+
+
+CHECKERS: dict[str, Checker] = {
+    checker.name: checker
+    for checker in (
+        Checker(
+            "linearizable",
+            "the history is linearizable with respect to the model (Wing & Gong / Lowe search)",
+            _linearizable,
+            lambda inp: True,
+        ),
+        Checker(
+            "single-leader-per-term",
+            "no two nodes claim leadership in the same term (journal role events, status observations)",
+            _single_leader,
+            _has_status,
+        ),
+        Checker(
+            "lsn-monotonicity",
+            "applied LSNs increase per node, agree across nodes and follow real-time order",
+            _lsn,
+            _has_lsns,
+        ),
+        Checker(
+            "durability",
+            "acknowledged writes and puts survive into the final reads; nothing appears from nowhere",
+            _durability,
+            _durability_applies,
+        ),
+    )
+}
+
+
+def applicable(inp: CheckInput) -> list[str]:
+    """The names of the checkers that apply to ``inp``, in :data:`CHECKERS` order."""
+    return [name for name, checker in CHECKERS.items() if checker.applies(inp)]
+
+
+def run_checker(name: str, inp: CheckInput) -> Verdict:
+    """Run the checker called ``name`` on ``inp`` through ``check_safe`` (raises ``KeyError`` for an
+    unknown name)."""
+    checker = CHECKERS[name]
+    return check_safe(name, checker.run, inp)
+
+
+def run_checkers(inp: CheckInput, names: list[str] | None = None) -> dict[str, Verdict]:
+    """Run ``names`` (default: the applicable checkers) and return their verdicts by name."""
+    return {name: run_checker(name, inp) for name in (applicable(inp) if names is None else names)}
+
+
+def describe() -> Mapping[str, Any]:
+    """Name -> one-line description, for help texts."""
+    return {name: checker.description for name, checker in CHECKERS.items()}

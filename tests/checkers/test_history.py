@@ -1,0 +1,303 @@
+"""History and journal loading: every malformed case names the file, the line and the reason; pairing
+semantics of invokes and completions (FORMATS.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from checkers.history import (
+    HistoryError,
+    load_history,
+    load_journal,
+    load_journals,
+    parse_history,
+    parse_journal,
+)
+from tests.checkers.scenario import HistoryBuilder, JournalBuilder
+
+
+def _event(index: int, process: int | str, type: str, f: str = "write", **extra) -> str:
+    event = {
+        "index": index,
+        "time": index * 10,
+        "process": process,
+        "type": type,
+        "f": f,
+        "key": "k",
+        "value": 1,
+    }
+    event.update(extra)
+    return json.dumps(event)
+
+
+def _error(lines: list[str], source: str = "h.jsonl") -> HistoryError:
+    with pytest.raises(HistoryError) as info:
+        parse_history(lines, source)
+    return info.value
+
+
+def test_bad_json_names_file_line_and_reason() -> None:
+    err = _error([_event(0, 0, "invoke"), '{"index": 1, "time": '])
+    assert (err.source, err.line) == ("h.jsonl", 2)
+    assert err.reason.startswith("bad JSON")
+    assert str(err).startswith("h.jsonl:2: bad JSON")
+
+
+def test_line_that_is_not_an_object() -> None:
+    err = _error(["[1, 2]"])
+    assert (err.line, err.reason) == (1, "expected a JSON object, got list")
+
+
+def test_empty_line_is_rejected_not_skipped() -> None:
+    err = _error([_event(0, 0, "invoke"), "   "])
+    assert err.line == 2 and "empty line" in err.reason
+
+
+@pytest.mark.parametrize("missing", ["index", "time", "process", "type", "f"])
+def test_missing_field(missing: str) -> None:
+    event = json.loads(_event(0, 0, "invoke"))
+    del event[missing]
+    err = _error([json.dumps(event)])
+    assert (err.line, err.reason) == (1, f"missing field {missing!r}")
+
+
+def test_completion_without_invoke() -> None:
+    err = _error([_event(0, 0, "invoke"), _event(1, 0, "ok"), _event(2, 3, "ok")])
+    assert err.line == 3
+    assert err.reason == "ok completion for process 3 without an invoke"
+
+
+def test_process_invoking_twice() -> None:
+    err = _error([_event(0, 5, "invoke"), _event(1, 5, "invoke")])
+    assert err.line == 2
+    assert "process 5 invokes again" in err.reason and "line 1" in err.reason
+
+
+def test_process_reused_after_info() -> None:
+    lines = [_event(0, 2, "invoke"), _event(1, 2, "info"), _event(2, 2, "invoke")]
+    err = _error(lines)
+    assert err.line == 3
+    assert "process 2 invokes after its info completion on line 2" in err.reason
+
+
+def test_index_out_of_order() -> None:
+    err = _error([_event(0, 0, "invoke"), _event(2, 0, "ok")])
+    assert (err.line, err.reason) == (2, "index is 2, expected 1 (file order)")
+
+
+def test_time_backwards() -> None:
+    second = json.loads(_event(1, 0, "ok"))
+    second["time"] = 5
+    err = _error([_event(0, 0, "invoke", time=7), json.dumps(second)])
+    assert (err.line, err.reason) == (2, "time goes backwards (5 after 7)")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("f", "read", "completion f 'read' does not match its invoke's 'write' (line 1)"),
+        ("key", "other", "completion key 'other' does not match its invoke's 'k' (line 1)"),
+    ],
+)
+def test_completion_must_repeat_f_and_key(field: str, value: str, reason: str) -> None:
+    err = _error([_event(0, 0, "invoke"), _event(1, 0, "ok", **{field: value})])
+    assert (err.line, err.reason) == (2, reason)
+
+
+@pytest.mark.parametrize("lsn", [[1], [1, "2"], "1,2", [1, 2, 3], [True, 2]])
+def test_bad_lsn(lsn: object) -> None:
+    err = _error([_event(0, 0, "invoke"), _event(1, 0, "ok", lsn=lsn)])
+    assert err.line == 2 and err.reason.startswith("lsn must be [term, seq] of two integers")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("type", "done", "type must be one of invoke, ok, fail, info, not 'done'"),
+        ("process", "p1", "process must be an integer or 'nemesis', not 'p1'"),
+        ("time", -1, "time must be a non-negative integer (ns), not -1"),
+        ("f", "", "f must be a non-empty string, not ''"),
+        ("node", 3, "node must be a string, not 3"),
+    ],
+)
+def test_bad_field_types(field: str, value: object, reason: str) -> None:
+    event = json.loads(_event(0, 0, "invoke"))
+    event[field] = value
+    err = _error([json.dumps(event)])
+    assert (err.line, err.reason) == (1, reason)
+
+
+def test_load_history_names_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_text(_event(0, 0, "invoke") + "\n" + _event(1, 1, "ok") + "\n", encoding="utf-8")
+    with pytest.raises(HistoryError) as info:
+        load_history(path)
+    assert str(info.value) == f"{path}:2: ok completion for process 1 without an invoke"
+
+
+def test_missing_file_and_non_utf8(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="no such file"):
+        load_history(tmp_path / "absent.jsonl")
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"f": "\xe9"}\n')
+    with pytest.raises(HistoryError, match="not UTF-8"):
+        load_history(path)
+
+
+# -- pairing semantics ---------------------------------------------------------------------------------
+
+
+def test_open_invoke_becomes_info_without_return() -> None:
+    b = HistoryBuilder()
+    b.op(0, "write", "k", 1)
+    b.invoke(1, "write", "k", 2)
+    history = b.history()
+    last = history.ops[-1]
+    assert (last.type, last.ret, last.complete_index) == ("info", None, None)
+    assert "outstanding" in (last.error or "")
+    first = history.ops[0]
+    assert (first.type, first.call, first.ret, first.value) == ("ok", 0, 1, 1)
+
+
+def test_info_completion_has_no_return_time() -> None:
+    b = HistoryBuilder()
+    b.invoke(0, "write", "k", 1)
+    b.complete(0, "info", "write", "k", 1, error="timeout")
+    (op,) = b.history().ops
+    assert (op.type, op.ret, op.complete_index, op.error) == ("info", None, 1, "timeout")
+
+
+def test_nemesis_info_does_not_retire_the_nemesis() -> None:
+    b = HistoryBuilder()
+    b.invoke("nemesis", "partition", None, {"n1": ["n2"]})
+    b.complete("nemesis", "info", "partition", None, None, error="iptables failed")
+    b.invoke("nemesis", "heal")
+    b.complete("nemesis", "ok", "heal")
+    history = b.history()
+    assert [op.f for op in history.nemesis] == ["partition", "heal"]
+    assert history.ops == ()
+
+
+def test_read_output_and_write_value_on_completion_only() -> None:
+    b = HistoryBuilder()
+    b.invoke(0, "write", "k", None)
+    b.complete(0, "ok", "write", "k", 7, lsn=(1, 3), node="n2")
+    b.invoke(1, "read", "k", None)
+    b.complete(1, "ok", "read", "k", 7, lsn=(1, 3))
+    write, read = b.history().ops
+    assert (write.value, write.lsn, write.node) == (7, (1, 3), "n2")
+    assert (read.value, read.output) == (None, 7)
+    assert [op.id for op in b.history().ops] == [0, 1]
+
+
+def test_fail_has_no_output() -> None:
+    b = HistoryBuilder()
+    b.invoke(0, "read", "k")
+    b.complete(0, "fail", "read", "k", 3, error="not-leader")
+    (op,) = b.history().ops
+    assert (op.type, op.output, op.error, op.ret) == ("fail", None, "not-leader", 1)
+
+
+def test_evidence_gives_lines() -> None:
+    b = HistoryBuilder()
+    b.invoke(0, "write", "k", 1)
+    b.invoke(1, "write", "k", 2)
+    b.complete(1, "ok", "write", "k", 2)
+    first, second = b.history().ops
+    assert (second.evidence()["invoke_line"], second.evidence()["complete_line"]) == (2, 3)
+    assert first.evidence()["complete_line"] is None
+
+
+# -- journals ------------------------------------------------------------------------------------------
+
+
+def _journal_error(lines: list[str]) -> HistoryError:
+    with pytest.raises(HistoryError) as info:
+        parse_journal(lines, "nodes/n1/journal.jsonl")
+    return info.value
+
+
+def _jline(seq: int, event: str, node: str = "n1", **fields) -> str:
+    return json.dumps({"node": node, "seq": seq, "wall": 1.5, "event": event, **fields})
+
+
+def test_journal_bad_seq() -> None:
+    err = _journal_error([_jline(0, "start"), _jline(2, "start")])
+    assert (err.source, err.line, err.reason) == ("nodes/n1/journal.jsonl", 2, "seq is 2, expected 1")
+
+
+def test_journal_must_start_at_seq_zero() -> None:
+    err = _journal_error([_jline(1, "start")])
+    assert (err.line, err.reason) == (1, "seq is 1, expected 0")
+
+
+def test_journal_mixed_nodes() -> None:
+    err = _journal_error([_jline(0, "start"), _jline(1, "start", node="n2")])
+    assert (err.line, err.reason) == (2, "node 'n2' in the journal of node 'n1'")
+
+
+@pytest.mark.parametrize(
+    ("event", "fields", "missing"),
+    [
+        ("role", {"role": "leader", "term": 1}, "'leader'"),
+        ("role", {"leader": None}, "'role', 'term'"),
+        ("apply", {"lsn": [1, 1], "key": "k"}, "'op'"),
+        ("apply", {"op": "write"}, "'lsn', 'key'"),
+    ],
+)
+def test_journal_role_and_apply_missing_fields(event: str, fields: dict, missing: str) -> None:
+    err = _journal_error([_jline(0, "start"), _jline(1, event, **fields)])
+    assert (err.line, err.reason) == (2, f"{event} event missing field {missing}")
+
+
+@pytest.mark.parametrize(
+    ("event", "fields", "reason"),
+    [
+        ("apply", {"lsn": None, "key": "k", "op": {}}, "apply event lsn must be [term, seq], not null"),
+        ("apply", {"lsn": [1], "key": "k", "op": {}}, "lsn must be [term, seq] of two integers, not [1]"),
+        (
+            "role",
+            {"role": "leader", "term": "3", "leader": "n1"},
+            "role event term must be an integer, not '3'",
+        ),
+        ("role", {"role": None, "term": 3, "leader": None}, "role event role must be a string, not None"),
+    ],
+)
+def test_journal_bad_role_and_apply_values(event: str, fields: dict, reason: str) -> None:
+    err = _journal_error([_jline(0, event, **fields)])
+    assert (err.line, err.reason) == (1, reason)
+
+
+def test_journal_missing_common_field_and_bad_json() -> None:
+    err = _journal_error(['{"node": "n1", "seq": 0, "event": "start"}'])
+    assert err.reason == "missing field 'wall'"
+    err = _journal_error([_jline(0, "start"), "{oops"])
+    assert err.line == 2 and err.reason.startswith("bad JSON")
+
+
+def test_load_journals_by_node_and_conflicts(tmp_path: Path) -> None:
+    n1 = JournalBuilder("n1")
+    n1.start()
+    n1.role("leader", 1, "n1")
+    n1.write(tmp_path / "nodes")
+    n2 = JournalBuilder("n2")
+    n2.start()
+    n2.write(tmp_path / "nodes")
+    loaded = load_journals(tmp_path)  # a run directory: its nodes/ is used
+    assert list(loaded) == ["n1", "n2"]
+    assert loaded["n1"][1].data == {"role": "leader", "term": 1, "leader": "n1"}
+    assert load_journal(tmp_path / "nodes" / "n2" / "journal.jsonl")[0].event == "start"
+    # A second directory whose journal claims to be n1.
+    copy = tmp_path / "nodes" / "zz" / "journal.jsonl"
+    copy.parent.mkdir()
+    copy.write_text((tmp_path / "nodes" / "n1" / "journal.jsonl").read_text(), encoding="utf-8")
+    with pytest.raises(HistoryError, match="a second journal for node 'n1'"):
+        load_journals(tmp_path / "nodes")
+
+
+def test_load_journals_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="no such directory of node journals"):
+        load_journals(tmp_path / "absent")
