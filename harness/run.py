@@ -214,7 +214,7 @@ def compose(spec: TestSpec) -> Composition:
     if spec.platform not in PLATFORMS:
         raise ConfigError(f"unknown platform {spec.platform!r}; valid: {', '.join(PLATFORMS)}")
     if spec.platform == "ssh" and not spec.hosts:
-        raise ConfigError("the ssh platform needs --hosts FILE (one 'node host [port]' per line)")
+        raise ConfigError("the ssh platform needs --hosts FILE, a TOML file naming each node's machine (docs/ssh.md)")
     if not 1 <= spec.nodes <= 99:
         raise ConfigError(f"--nodes must be between 1 and 99, not {spec.nodes}")
     if spec.concurrency < 1:
@@ -264,7 +264,8 @@ def run(
     """Run one test and return its result. The steps, in order:
 
     1. Compose: check every name, build the DB adapter, bind the workload, check that the DB has the
-       capabilities the nemesis needs, and (docker) that an engine answers and the image exists. A
+       capabilities the nemesis needs, and (docker) that an engine answers and the image exists, or
+       (ssh) that the hosts file is sound and every host answers, with its key pinned, as root. A
        failure here raises :class:`ConfigError` and leaves nothing behind: no run is stored.
     2. Store: create ``store/<test>/<timestamp>/`` and write ``test.json`` (spec, seed, versions, git
        commit) and ``schedule.jsonl`` (the stored ``schedule`` when reproducing, else what the seed
@@ -283,7 +284,7 @@ def run(
     """
     # 1. Compose.
     comp = compose(spec)
-    engine = _preflight(spec)
+    engine = _preflight(spec, comp.node_names)
     stats = stats if stats is not None else RunStats()
     stats.phase = "deploying"
     started = time.monotonic()
@@ -311,13 +312,16 @@ def run(
             stack.callback(_close_engine, engine)
             # 3. Bring up the platform. Its close is the last teardown step.
             platform = _platform(spec, comp, engine)
-            stack.callback(_teardown_step, teardown_errors, "remove containers and network", platform.close)
+            stack.callback(_teardown_step, teardown_errors, "remove containers and network (ssh: disconnect)",
+                           platform.close)
             remotes = platform.start()
             timings["platform_s"] = round(time.monotonic() - started, 3)
             log.info("platform %s up with %d nodes in %.1f s", spec.platform, len(remotes), timings["platform_s"])
+            # Where nodes reach each other may differ from where the controller reaches them (ssh).
+            peer_host = getattr(platform, "peer_host", platform.address)
             deployment = Deployment(
                 nodes=comp.node_names,
-                peer_hosts={n: platform.address(n) for n in comp.node_names},
+                peer_hosts={n: peer_host(n) for n in comp.node_names},
                 client_hosts={n: platform.address(n) for n in comp.node_names},
             )
             test_doc["platform"] = {"kind": spec.platform, "run_id": getattr(platform, "run_id", None),
@@ -517,10 +521,21 @@ def check_run(
 # -- steps -----------------------------------------------------------------------------------------------
 
 
-def _preflight(spec: TestSpec) -> Any:
-    """Docker: an engine that answers and the node image; returns the engine client (or ``None``)."""
-    if spec.platform != "docker":
-        return None
+def _preflight(spec: TestSpec, nodes: Sequence[str]) -> Any:
+    """Docker: an engine that answers and the node image; returns the engine client.
+
+    SSH: the hosts file, and a connection to every node's machine (reachable, host key pinned, root);
+    returns the connected `SSHPlatform`, which step 3 uses.
+    """
+    if spec.platform == "ssh":
+        from harness.platforms.ssh import SSHPlatform, SSHPlatformError
+
+        try:
+            platform = SSHPlatform.from_hosts_file(spec.hosts or "", nodes)
+            platform.start()
+        except SSHPlatformError as exc:
+            raise ConfigError(str(exc)) from None
+        return platform
     from docker.errors import ImageNotFound
 
     from harness.platforms.docker import PlatformError, connect_engine
@@ -548,8 +563,7 @@ def _platform(spec: TestSpec, comp: Composition, engine: Any) -> Any:
         from harness.topology import topology
 
         return DockerPlatform(topology(spec.nodes, image=spec.image), client=engine)
-    # TODO: harness/platforms/ssh.py (hosts file -> SSHRemotes) does not exist yet.
-    raise ConfigError("the ssh platform is not available yet in this tree (harness/platforms/ssh.py is missing)")
+    return engine  # ssh: the platform _preflight connected
 
 
 def _on_nodes(nodes: Sequence[str], action: Callable[[str], Any]) -> dict[str, Any]:
