@@ -46,7 +46,10 @@ def test_bad_run_arguments_exit_254_and_say_what_is_valid(capsys, tmp_path, argv
 def test_an_unknown_command_lists_the_commands(capsys) -> None:
     code, output = _run(capsys, "frobnicate")
     assert code == 254
-    assert "invalid choice: 'frobnicate' (choose from 'run', 'reproduce', 'analyze', 'suite')" in output
+    assert "invalid choice: 'frobnicate' (choose from " in output
+    listed = output.split("choose from ", 1)[1]
+    for command in ("run", "reproduce", "analyze", "suite", "report", "serve"):
+        assert f"'{command}'" in listed
     code, output = _run(capsys)
     assert code == 254 and "required" in output
 
