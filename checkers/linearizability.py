@@ -1,0 +1,565 @@
+"""The linearizability checker: is there one order of the operations, consistent with real time, that the
+model (``checkers.models``) accepts?
+
+The search is Wing & Gong's, with Lowe's memoisation, as Porcupine implements it (Lowe, "Testing for
+linearizability", 2017; Horn & Kroening, "Faster linearizability checking via P-compositionality", 2015):
+
+* **P-compositionality.** Each object (register key, queue) is checked on its own; the history is
+  linearizable iff every object's sub-history is. The objects' searches are interleaved in slices (one
+  core's version of Porcupine's parallel search): the first object found not linearizable decides the
+  verdict, however long the others would have taken.
+* **Entries.** Each operation contributes a call entry at its invoke time and a return entry at its
+  completion time, in one time-ordered list. Intervals are closed: at equal times calls come first, so an
+  operation invoked at the instant another returned counts as concurrent with it (never a false alarm).
+  The operations that may be linearized next are the calls before the first return entry still listed.
+* **Search.** Take such a call, apply it to the model, lift its two entries out of the list and start
+  again from the head; at a return entry, nothing before it can be linearized any more, so undo the last
+  choice (a stack of lifted entries, re-linked in LIFO order) and try the next call.
+* **Memo.** A (set of linearized operations, model state) pair already explored is never explored again
+  (the state is hashable; the set is kept as the XOR of a random 128-bit key per operation, Zobrist's
+  hashing, updated in O(1) per step where a bitset costs O(n): two different sets share a key with
+  probability 2^-128 per pair, far below any other cause of a wrong verdict).
+
+Refinements, each exact (they never change a verdict):
+
+* **Indeterminate (``info``) operations** have no return entry: they may take effect at any time after
+  their invoke or never, and "never" is the same as "after all other operations", so the search succeeds
+  as soon as every ``ok``/``fail`` operation is linearized. (Dropping ``info`` writes, or ending them at
+  their ``info`` line, wrongly rejects 20 of the 23 linearizable etcd logs of the Porcupine corpus.) For
+  the same reason an ``info`` operation is left out when it was invoked after the last completion or
+  cannot change the state, and is not linearized at a point where it would not change the state (it
+  stays pending, which can do everything that could). Identical ``info`` operations (same transition)
+  are interchangeable: of those not yet linearized, only the earliest invoked is a candidate.
+* **Pure operations first.** An operation whose transition never changes the state (an ``ok`` read, a
+  cas that returned false, an empty consume) is linearized as soon as real time allows it and the state
+  accepts it, with no alternative tried: moving such an operation earlier keeps any linearization valid.
+* **Models see the whole sub-history** (``prepare_group``) and may refuse steps that could only fail
+  later; the queue model does (``checkers.models.QueueModel``).
+
+Budgets: a deadline (``timeout_s``, on a clock passed in) and a bound on memo entries (``max_states``,
+summed over the objects being searched) end the search with ``unknown`` and the longest partial
+linearization found, never an out-of-memory crash. Over the memory budget, the object with the largest
+memo is given up first, so the others may still find a violation.
+
+When no linearization exists, the counterexample names the first point where every partial
+linearization stops: the earliest completion such that no order of the operations completed by then is
+valid. It holds the operation completing there, the window of operations concurrent with it (times,
+process, node, values, whether and where each was linearized), and the linearization that got there,
+with the model state after each operation: what a Porcupine-style diagram draws.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Generator, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from checkers.history import Operation
+from checkers.models import ANY_STATE, REJECTED, Model, Transition, get_model, thaw
+from checkers.verdict import UNKNOWN, Valid, Verdict
+
+NAME: Final = "linearizable"
+DEFAULT_MAX_STATES: Final = 2_000_000  # memo entries held at once, over all objects
+DEFAULT_MAX_MEMORY_BYTES: Final = 1 << 30  # estimated size of those entries, states included
+_ENTRY_BYTES: Final = 130  # a memo entry without its state: set slot, pair, 128-bit key
+SLICE: Final = 1024  # memo entries one object's search adds before the next object's turn
+_ZOBRIST_SEED: Final = 0x11EA  # fixed: the same history always gets the same search and verdict
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    op: Operation
+    transition: Transition
+
+
+@dataclass
+class _Outcome:
+    """How the search over one object ended."""
+
+    valid: Valid
+    reason: str = ""
+    states: int = 0  # memo entries
+    linearization: list[tuple[int, Any]] = field(default_factory=list)  # (op index, state after it)
+    blocked: int | None = None  # the op whose completion no linearization got past
+
+
+class _GiveUp(Exception):
+    """Thrown into a search to end it with ``unknown``."""
+
+
+_Search = Generator[tuple[int, int], None, _Outcome]  # yields (memo entries, their estimated bytes)
+
+
+def _search(prepared: Sequence[_Prepared], init: Hashable) -> _Search:
+    """Wing & Gong / Lowe search over one object's operations (module docstring).
+
+    A generator: every :data:`SLICE` new memo entries it yields their number and estimated size in
+    bytes (sampling the current state's size); it returns an ``_Outcome``.
+    Throwing ``_GiveUp(reason)`` in ends it with ``unknown`` and its longest partial linearization.
+    """
+    n = len(prepared)
+    last_return = max((p.op.ret for p in prepared if p.op.ret is not None), default=None)
+    # Events: (time, kind, op); kind 0 = call, 1 = return. Info ops have no return entry.
+    events: list[tuple[int, int, int]] = []
+    for i, p in enumerate(prepared):
+        if p.op.ret is None and (p.transition.pure or last_return is None or p.op.call > last_return):
+            # "never" is always possible for an info op invoked after the last completion, and it is as
+            # good as any other point for one that cannot change the state.
+            continue
+        events.append((p.op.call, 0, i))
+        if p.op.ret is not None:
+            events.append((p.op.ret, 1, i))
+    events.sort()
+    m = len(events)
+    apply = [p.transition.apply for p in prepared]
+    arg = [p.transition.arg for p in prepared]
+    pure = [p.transition.pure for p in prepared]
+    info = [p.op.ret is None for p in prepared]
+    needs = [p.transition.needs for p in prepared]
+    salt = random.Random(_ZOBRIST_SEED)
+    zobrist = [salt.getrandbits(128) for _ in range(n)]
+
+    # Entries 1..m are numbered in time order and sit in doubly linked lists: the calls of pure ops, of
+    # the other ok/fail ops, of info ops, and the returns. The ops that may be linearized next are the
+    # calls numbered below the first listed return. Every head is numbered below every tail and every
+    # tail above every entry, the return tail lowest of them.
+    pure_head, call_head, info_head, return_head = m + 1, m + 2, m + 3, m + 4
+    return_tail, pure_tail, call_tail, info_tail = m + 5, m + 6, m + 7, m + 8
+    size = m + 9
+    nxt = [0] * size
+    prv = [0] * size
+    opi = [0] * size
+    return_of = [0] * size  # call entry -> its return entry; 0 for an info op
+    call_entry = [0] * n
+    # Identical info ops are interchangeable, so of those not yet linearized only the earliest invoked
+    # may take effect next: the info list holds just that one of each kind, and twin_after[i] is the
+    # one that takes i's place when i is linearized (or -1).
+    twin_after = [-1] * n
+    latest_twin: dict[tuple[Any, Any], int] = {}
+    last = {pure_head: pure_head, call_head: call_head, info_head: info_head, return_head: return_head}
+    for e, (_, kind, i) in enumerate(events, start=1):
+        opi[e] = i
+        if kind == 1:
+            return_of[call_entry[i]] = e
+            head = return_head
+        else:
+            call_entry[i] = e
+            if pure[i]:
+                head = pure_head
+            elif not info[i]:
+                head = call_head
+            else:
+                signature = (apply[i], arg[i])
+                earlier = latest_twin.get(signature)
+                latest_twin[signature] = i
+                if earlier is not None:
+                    twin_after[earlier] = i
+                    continue  # listed when its earlier twin is linearized
+                head = info_head
+        nxt[last[head]] = e
+        prv[e] = last[head]
+        last[head] = e
+    for head, tail in (
+        (pure_head, pure_tail),
+        (call_head, call_tail),
+        (info_head, info_tail),
+        (return_head, return_tail),
+    ):
+        nxt[last[head]] = tail
+        prv[tail] = last[head]
+    # How many unlinearized pure ops need each state, and how many accept more than one state: a state
+    # no unlinearized pure op can accept needs no closure pass.
+    needed: dict[Any, int] = {}
+    open_ended = 0
+    for _, kind, i in events:
+        if kind == 0 and pure[i]:
+            if needs[i] is ANY_STATE:
+                open_ended += 1
+            else:
+                needed[needs[i]] = needed.get(needs[i], 0) + 1
+    remaining = sum(1 for p in prepared if p.op.ret is not None)
+    if remaining == 0:
+        return _Outcome(True)
+
+    cache: set[tuple[int, Any]] = set()
+    explored = 0  # len(cache), kept by hand: one len() per step tells a new entry from a known one
+    # The stack of lifted call entries, as linked tuples (entry, state and set before it, rest): a
+    # snapshot of the longest linearization is a reference, not a copy.
+    stack: Any = None
+    depth = 0
+    state: Any = init
+    bits = 0  # Zobrist key of the set of linearized ops
+    next_yield = SLICE
+    best_entry = -1
+    best_stack: Any = None
+    best_depth = 0
+    best_state: Any = init
+    close = True  # at a new configuration: first linearize every pure op it allows
+    first_return = nxt[return_head]
+    e = 0
+    scanning_info = False  # the scan goes through the ok/fail calls, then the info calls
+
+    while True:
+        if close:
+            close = False
+            first_return = nxt[return_head]
+            c = nxt[pure_head] if open_ended or needed.get(state) else pure_tail
+            e = nxt[call_head]
+            scanning_info = False
+            taken = False
+            while c < first_return:
+                i = opi[c]
+                if apply[i](state, arg[i]) is not state:
+                    c = nxt[c]
+                    continue
+                taken = True
+                stack = (c, state, bits, stack)
+                depth += 1
+                bits ^= zobrist[i]
+                if needs[i] is ANY_STATE:
+                    open_ended -= 1
+                else:
+                    needed[state] -= 1
+                before = prv[c]
+                q = nxt[c]
+                nxt[before] = q
+                prv[q] = before
+                r = return_of[c]
+                p = prv[r]
+                q = nxt[r]
+                nxt[p] = q
+                prv[q] = p
+                remaining -= 1
+                if remaining == 0:
+                    return _Outcome(True, states=len(cache))
+                first_return = nxt[return_head]
+                c = nxt[before]
+            if taken:
+                # The closure is a function of the configuration it starts from, so only its end needs
+                # the memo: a path reaching any configuration within it ends at the same place.
+                cache.add((bits, state))
+                if len(cache) == explored:
+                    e = -1  # explored before, from another path, without success
+                else:
+                    explored += 1
+        if e >= 0:
+            if e < first_return:
+                i = opi[e]
+                new = apply[i](state, arg[i])
+                if new is REJECTED or (scanning_info and new == state):
+                    # (an info op with no effect now: staying pending, maybe "never", dominates)
+                    e = nxt[e]
+                    continue
+                nb = bits ^ zobrist[i]
+                cache.add((nb, new))
+                if len(cache) == explored:
+                    e = nxt[e]
+                    continue
+                explored += 1
+                stack = (e, state, bits, stack)
+                depth += 1
+                bits = nb
+                state = new
+                p = prv[e]
+                q = nxt[e]
+                nxt[p] = q
+                prv[q] = p
+                r = return_of[e]
+                if r:
+                    p = prv[r]
+                    q = nxt[r]
+                    nxt[p] = q
+                    prv[q] = p
+                    remaining -= 1
+                    if remaining == 0:
+                        return _Outcome(True, states=len(cache))
+                else:
+                    j = twin_after[i]
+                    if j >= 0:  # list the next twin, in entry order
+                        t = call_entry[j]
+                        while q < t:
+                            p = q
+                            q = nxt[q]
+                        nxt[p] = t
+                        prv[t] = p
+                        nxt[t] = q
+                        prv[q] = t
+                close = True
+                if explored >= next_yield:
+                    next_yield = explored + SLICE
+                    try:
+                        yield explored, explored * (_ENTRY_BYTES + sys.getsizeof(state))
+                    except _GiveUp as give_up:
+                        if depth > best_depth:
+                            best_stack, best_state = stack, state
+                        return _Outcome(
+                            UNKNOWN,
+                            str(give_up),
+                            states=len(cache),
+                            linearization=_linearization(best_stack, best_state, opi),
+                        )
+                continue
+            if not scanning_info:
+                scanning_info = True
+                e = nxt[info_head]
+                continue
+            # Every call before the first return has been tried: no choice made so far gets past it.
+            if first_return > best_entry:
+                best_entry, best_stack, best_state, best_depth = first_return, stack, state, depth
+        # Backtrack: undo the forced (pure) lifts, then the last choice, and try the call after it.
+        while True:
+            if stack is None:
+                return _Outcome(
+                    False,
+                    states=len(cache),
+                    linearization=_linearization(best_stack, best_state, opi),
+                    blocked=opi[best_entry] if best_entry > 0 else None,
+                )
+            e, state, bits, stack = stack
+            depth -= 1
+            i = opi[e]
+            r = return_of[e]
+            if r:
+                nxt[prv[r]] = r
+                prv[nxt[r]] = r
+                remaining += 1
+            else:
+                j = twin_after[i]
+                if j >= 0:
+                    t = call_entry[j]
+                    nxt[prv[t]] = nxt[t]
+                    prv[nxt[t]] = prv[t]
+            nxt[prv[e]] = e
+            prv[nxt[e]] = e
+            if not pure[i]:
+                break
+            if needs[i] is ANY_STATE:
+                open_ended += 1
+            else:
+                needed[state] += 1
+        scanning_info = info[i]
+        e = nxt[e]
+        first_return = nxt[return_head]
+
+
+def _linearization(stack: Any, final: Any, opi: list[int]) -> list[tuple[int, Any]]:
+    """The ops of a linked stack, first lifted first, each with the state after it."""
+    steps: list[tuple[int, Any]] = []
+    after = final
+    while stack is not None:
+        entry, before, _, stack = stack
+        steps.append((opi[entry], after))
+        after = before
+    steps.reverse()
+    return steps
+
+
+def _powerset(transition: Transition) -> Transition:
+    """A nondeterministic transition lifted to sets of states (Porcupine's NondeterministicModel)."""
+    apply, arg = transition.apply, transition.arg
+
+    def step(states: frozenset[Any], _: Any) -> Any:
+        reached: set[Any] = set()
+        for state in states:
+            reached.update(apply(state, arg))
+        return frozenset(reached) if reached else REJECTED
+
+    return Transition(step, None, pure=False)
+
+
+@dataclass
+class _Object:
+    """One object's sub-history and its search."""
+
+    key: Hashable
+    prepared: list[_Prepared]
+    search: _Search
+    states: int = 0
+    bytes: int = 0
+    outcome: _Outcome | None = None
+
+
+def check_linearizability(
+    ops: Iterable[Operation],
+    model: Model | str,
+    *,
+    timeout_s: float | None = None,
+    max_states: int | None = None,
+    max_memory_bytes: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Verdict:
+    """Check that ``ops`` (a history's client operations) are linearizable with respect to ``model``.
+
+    ``timeout_s`` bounds the whole check (on ``clock``); ``max_states`` and ``max_memory_bytes`` bound
+    the memo held at once (defaults :data:`DEFAULT_MAX_STATES`, :data:`DEFAULT_MAX_MEMORY_BYTES`).
+    Reaching a budget gives ``unknown`` with the longest partial linearization found. Raises
+    ``ModelError`` for an operation the model cannot read.
+    """
+    if isinstance(model, str):
+        model = get_model(model)
+    budget = _Budget(
+        DEFAULT_MAX_STATES if max_states is None else max_states,
+        DEFAULT_MAX_MEMORY_BYTES if max_memory_bytes is None else max_memory_bytes,
+    )
+    started = clock()
+    deadline = None if timeout_s is None else started + timeout_s
+    ops = list(ops)
+    objects: list[_Object] = []
+    for key, group in model.partition(ops).items():
+        prepared = [
+            _Prepared(op, t) for op, t in zip(group, model.prepare_group(group), strict=True) if t is not None
+        ]
+        init: Hashable = model.init()
+        if model.nondeterministic:
+            prepared = [_Prepared(p.op, _powerset(p.transition)) for p in prepared]
+            init = frozenset({init})
+        objects.append(_Object(key, prepared, _search(prepared, init)))
+
+    violation = _run(objects, budget, deadline, clock)
+    stats: dict[str, Any] = {
+        "ops": len(ops),
+        "keys": len(objects),
+        "info_ops": sum(1 for op in ops if op.type == "info"),
+        "states": sum(o.states for o in objects),
+        "time_s": round(clock() - started, 6),
+    }
+    if violation is not None:
+        return _violation(model, violation, stats)
+    unknown = [o for o in objects if o.outcome is not None and o.outcome.valid == UNKNOWN]
+    if unknown:
+        first = unknown[0]
+        assert first.outcome is not None
+        return Verdict(
+            valid=UNKNOWN,
+            summary=(
+                f"linearizability unknown: {first.outcome.reason} on {len(unknown)} of {len(objects)} keys, "
+                f"first key {json.dumps(thaw(first.key))} after {first.states} states (longest partial "
+                f"linearization: {len(first.outcome.linearization)} of {len(first.prepared)} operations)"
+            ),
+            counterexample={
+                "unknown_keys": [
+                    {
+                        "key": thaw(o.key),
+                        "reason": o.outcome.reason,
+                        "ops": len(o.prepared),
+                        "states": o.states,
+                        "longest_linearization": _steps(model, o),
+                    }
+                    for o in unknown
+                    if o.outcome is not None
+                ]
+            },
+            stats=stats,
+        )
+    return Verdict(
+        valid=True,
+        summary=f"linearizable: {len(ops)} operations on {len(objects)} keys ({model.name} model)",
+        stats=stats,
+    )
+
+
+@dataclass(frozen=True)
+class _Budget:
+    states: int
+    bytes: int
+
+    def exceeded(self, objects: list[_Object]) -> str | None:
+        if sum(o.states for o in objects) > self.states:
+            return f"memory budget of {self.states} states reached"
+        if sum(o.bytes for o in objects) > self.bytes:
+            return f"memory budget of {self.bytes:,} bytes reached"
+        return None
+
+
+def _run(
+    objects: list[_Object], budget: _Budget, deadline: float | None, clock: Callable[[], float]
+) -> _Object | None:
+    """Run the objects' searches in turns until one finds a violation (returned) or all have ended."""
+    active = list(objects)
+    while active:
+        still: list[_Object] = []
+        for obj in active:
+            try:
+                obj.states, obj.bytes = next(obj.search)
+                still.append(obj)
+            except StopIteration as stop:
+                obj.outcome = stop.value
+                obj.states = obj.outcome.states
+                if obj.outcome.valid is False:
+                    for other in active:
+                        if other is not obj and other.outcome is None:
+                            other.search.close()
+                    return obj
+        active = still
+        if deadline is not None and active and clock() > deadline:
+            for obj in active:
+                _give_up(obj, "time budget ran out")
+            return None
+        while active and (reason := budget.exceeded(active)) is not None:
+            largest = max(active, key=lambda o: (o.bytes, o.states))
+            _give_up(largest, reason)
+            active.remove(largest)
+    return None
+
+
+def _give_up(obj: _Object, reason: str) -> None:
+    try:
+        obj.search.throw(_GiveUp(reason))
+    except StopIteration as stop:
+        obj.outcome = stop.value
+        obj.states = obj.outcome.states
+    else:  # pragma: no cover - _search always returns when given up
+        raise RuntimeError("a linearizability search ignored being given up")
+
+
+def _steps(model: Model, obj: _Object) -> list[dict[str, Any]]:
+    assert obj.outcome is not None
+    return [
+        {
+            "op": obj.prepared[i].op.id,
+            "operation": model.describe_operation(obj.prepared[i].op),
+            "state": model.describe_state(after),
+        }
+        for i, after in obj.outcome.linearization
+    ]
+
+
+def _violation(model: Model, obj: _Object, stats: dict[str, Any]) -> Verdict:
+    outcome = obj.outcome
+    assert outcome is not None and outcome.blocked is not None
+    steps = _steps(model, obj)
+    position = {obj.prepared[i].op.id: k for k, (i, _) in enumerate(outcome.linearization)}
+    final = outcome.linearization[-1][1] if outcome.linearization else model.init()
+    blocked = obj.prepared[outcome.blocked].op
+    assert blocked.ret is not None  # only ok and fail ops have return entries
+    window = []
+    for p in obj.prepared:
+        op = p.op
+        if op.call <= blocked.ret and (op.ret is None or op.ret >= blocked.call):
+            entry = op.to_json()
+            entry["operation"] = model.describe_operation(op)
+            entry["linearized_at"] = position.get(op.id)
+            window.append(entry)
+    state_text = model.describe_state(final)
+    summary = (
+        f"not linearizable: key {json.dumps(thaw(obj.key))}: no order of the operations completed by "
+        f"t={blocked.ret} is valid; the longest linearization ({len(steps)} operations, ending in state "
+        f"{state_text}) cannot take {model.describe_operation(blocked)} (op {blocked.id})"
+    )
+    return Verdict(
+        valid=False,
+        summary=summary,
+        counterexample={
+            "key": thaw(obj.key),
+            "model": model.name,
+            "blocked": {**blocked.to_json(), "operation": model.describe_operation(blocked)},
+            "state": state_text,
+            "window": window,
+            "longest_linearization": steps,
+        },
+        stats=stats,
+    )

@@ -1,0 +1,521 @@
+"""Sequential specifications ("models") that the linearizability checker holds a history against.
+
+A model says what one operation does to the state of one object when it takes effect atomically: a
+register, a compare-and-set register, a key-value map (one string per key) or a FIFO queue. The checker
+(``checkers.linearizability``) searches for an order of the operations that respects real time and that
+the model accepts; the model never sees time.
+
+How a model reads each completion type (FORMATS.md; Porcupine's ``Model``, Knossos' ``model`` step):
+
+* ``ok``: the operation took effect once between its invoke and its completion, and its output (what a
+  read returned, which message a consume got) must be what the model produces at that point.
+* ``info`` (timeout, lost connection, no completion at all): the operation may have taken effect at any
+  point after its invoke, or never. Its output is unknown, so the model only applies its effect. The
+  checker gives it no return time; "never" is the same as "after every other operation".
+* ``fail``: the operation did not happen, and is left out, with one exception: a compare-and-set whose
+  precondition did not hold. That cas *executed* and returned false, which says something: at the point
+  where it took effect the register did not hold the expected value. These spellings mean that:
+
+  - error ``"cas-mismatch"``: the bundled cluster's code for it (``cluster.core.errors``), and
+    ``"precondition-failed"``, the same meaning under another common name;
+  - no error at all: Jepsen's etcd client records a cas that returned false as ``:fail`` with no reason,
+    and Porcupine's etcd model reads it as "executed, returned false" (Knossos drops it instead). The
+    Porcupine corpus (``../shared/corpora/porcupine``) is recorded this way. Reading it as executed is
+    the stronger check: it also catches a database that reports a mismatch while holding the expected
+    value. (Dropping these operations changes none of the corpus's 108 verdicts.)
+
+  Any other error on a ``fail`` (``not-leader``, ``no-quorum``, ...) is definite: it did not happen.
+  A ``fail`` read, get or consume did nothing and is left out.
+
+A model turns each operation into a :class:`Transition` once (``prepare``): a function from state to the
+next state (or :data:`REJECTED`), its argument, and whether it is *pure*. A pure transition never changes
+any state (an ``ok`` read, a cas that returned false, a consume that found the queue empty); the checker
+may linearize a pure operation as soon as real time allows it and the state accepts it, without trying
+the alternatives (moving a pure operation earlier never invalidates a linearization).
+
+States must be hashable: the checker memoises (linearized set, state) pairs. JSON lists and objects in
+values are frozen into tuples for that; :meth:`KeyedModel.describe_state` shows them as JSON again.
+
+A nondeterministic model (``nondeterministic = True``) returns, from each transition, the frozenset of
+states the operation may lead to (empty: rejected); the checker then searches over sets of states, as
+Porcupine does for its ``NondeterministicModel``. The four models here are deterministic.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from checkers.history import Operation
+
+
+class _Rejected:
+    """The model does not accept the operation in this state."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "REJECTED"
+
+
+REJECTED: Final = _Rejected()
+
+# A fail with one of these errors is a cas that executed and returned false (module docstring):
+# no error (Jepsen's convention, as in the corpus), "precondition-failed", and "cas-mismatch" (the bundled
+# cluster's code for a committed cas whose register did not hold the expected value).
+CAS_RETURNED_FALSE_ERRORS: Final = frozenset({None, "precondition-failed", "cas-mismatch"})
+
+
+class ModelError(ValueError):
+    """An operation the model cannot read: an unknown ``f``, or a value of the wrong shape."""
+
+
+class _AnyState:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ANY_STATE"
+
+
+ANY_STATE: Final = _AnyState()
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One operation as the checker applies it: ``apply(state, arg)`` is the next state or REJECTED.
+
+    ``pure``: the transition never changes any state (module docstring). ``needs``: for a pure
+    transition accepted in exactly one state (a read accepts only the value it returned), that state; the
+    checker uses it to skip looking at pure operations no state in reach accepts.
+    """
+
+    apply: Callable[[Any, Any], Any]
+    arg: Any
+    pure: bool = False
+    needs: Any = ANY_STATE
+
+
+class Model(Protocol):
+    """What the linearizability checker needs from a sequential specification."""
+
+    name: str
+    nondeterministic: bool
+
+    def init(self) -> Hashable:
+        """The state of one object (one key, one queue) before any operation."""
+        ...
+
+    def partition(self, ops: Iterable[Operation]) -> dict[Hashable, list[Operation]]:
+        """Independent objects (P-compositionality): each group is checked on its own, in invoke order."""
+        ...
+
+    def prepare(self, op: Operation) -> Transition | None:
+        """The operation as a transition, or None when it did not happen. Raises ModelError."""
+        ...
+
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        """``prepare`` for each operation of one object, seeing them all (the checker calls this)."""
+        ...
+
+    def step(self, state: Hashable, op: Operation) -> tuple[bool, Any]:
+        """Apply ``op`` at ``state`` as if it took effect now: (accepted, next state)."""
+        ...
+
+    def describe_operation(self, op: Operation) -> str:
+        """One line for a person, e.g. ``p3 cas 1->4 (fail: returned false)``."""
+        ...
+
+    def describe_state(self, state: Any) -> str:
+        """A state for a person, as JSON where it can be."""
+        ...
+
+
+# Freezing JSON values into hashable states. ``True == 1`` in Python, so booleans are tagged.
+
+_TRUE: Final = ("\x00bool", True)
+_FALSE: Final = ("\x00bool", False)
+
+
+_SCALARS: Final = frozenset({int, str, float, type(None)})
+
+
+def freeze(value: Any) -> Hashable:
+    """A JSON value as a hashable value that compares like JSON (lists, objects and booleans kept apart)."""
+    if type(value) in _SCALARS:
+        return value
+    if value is True:
+        return _TRUE
+    if value is False:
+        return _FALSE
+    if isinstance(value, list | tuple):
+        return ("\x00list", *(freeze(v) for v in value))
+    if isinstance(value, dict):
+        return ("\x00dict", *sorted((str(k), freeze(v)) for k, v in value.items()))
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The JSON value that ``freeze`` made ``value`` from."""
+    if isinstance(value, tuple) and value and isinstance(value[0], str) and value[0].startswith("\x00"):
+        tag = value[0]
+        if tag == "\x00bool":
+            return value[1]
+        if tag == "\x00list":
+            return [thaw(v) for v in value[1:]]
+        if tag == "\x00dict":
+            return {k: thaw(v) for k, v in value[1:]}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(thaw(value), sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+# Transitions. Each returns the next state, or REJECTED; pure ones return the state object itself.
+
+
+def _read(state: Any, expected: Any) -> Any:
+    return state if state == expected else REJECTED
+
+
+def _write(state: Any, value: Any) -> Any:
+    return value
+
+
+def _cas(state: Any, arg: tuple[Any, Any]) -> Any:
+    return arg[1] if state == arg[0] else REJECTED
+
+
+def _cas_returned_false(state: Any, expected: Any) -> Any:
+    return state if state != expected else REJECTED
+
+
+def _cas_indeterminate(state: Any, arg: tuple[Any, Any]) -> Any:
+    return arg[1] if state == arg[0] else state
+
+
+def _append(state: Any, suffix: str) -> Any:
+    try:
+        return state + suffix
+    except TypeError:  # not a string: a write put something else there
+        return REJECTED
+
+
+class KeyedModel:
+    """Shared behaviour: one independent object per ``key``; operations turned into transitions."""
+
+    name = "keyed"
+    nondeterministic = False
+    functions: tuple[str, ...] = ()
+
+    def init(self) -> Hashable:
+        return None
+
+    def partition(self, ops: Iterable[Operation]) -> dict[Hashable, list[Operation]]:
+        groups: dict[Hashable, list[Operation]] = {}
+        for op in ops:
+            groups.setdefault(freeze(op.key), []).append(op)
+        return groups
+
+    def prepare(self, op: Operation) -> Transition | None:
+        raise NotImplementedError
+
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        return [self.prepare(op) for op in ops]
+
+    def step(self, state: Hashable, op: Operation) -> tuple[bool, Any]:
+        transition = self.prepare(op)
+        if transition is None:
+            return True, state
+        new = transition.apply(state, transition.arg)
+        if self.nondeterministic:
+            return bool(new), new
+        return new is not REJECTED, (state if new is REJECTED else new)
+
+    def describe_state(self, state: Any) -> str:
+        return _json(state)
+
+    def describe_operation(self, op: Operation) -> str:
+        text = f"p{op.process} {op.f}"
+        if op.value is not None and op.f not in _RETURNS_A_VALUE:
+            text += f" {_describe_value(op.f, op.value)}"
+        if op.type == "ok":
+            if op.f in _RETURNS_A_VALUE:
+                text += f" -> {json.dumps(op.output, sort_keys=True)}"
+            return text
+        if op.type == "fail":
+            if op.f == "cas" and op.error in CAS_RETURNED_FALSE_ERRORS:
+                return text + " -> false (fail: precondition did not hold)"
+            return text + f" (fail: {op.error or 'did not happen'})"
+        return text + f" (info: {op.error or 'indeterminate'})"
+
+    def _unknown(self, op: Operation) -> ModelError:
+        return ModelError(
+            f"operation {op.id} (history line {op.invoke_index + 1}): f {op.f!r} is not part of the "
+            f"{self.name} model ({', '.join(self.functions)}); pick the model that matches the workload"
+        )
+
+
+_RETURNS_A_VALUE: Final = frozenset({"read", "get", "consume"})
+
+
+def _describe_value(f: str, value: Any) -> str:
+    if f == "cas" and isinstance(value, list | tuple) and len(value) == 2:
+        return f"{json.dumps(value[0])}->{json.dumps(value[1])}"
+    return json.dumps(value, sort_keys=True)
+
+
+def _cas_argument(op: Operation) -> tuple[Any, Any]:
+    value = op.value
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise ModelError(
+            f"operation {op.id} (history line {op.invoke_index + 1}): cas value must be "
+            f"[expected, new], not {value!r}"
+        )
+    return freeze(value[0]), freeze(value[1])
+
+
+class RegisterModel(KeyedModel):
+    """A register per key, initially null: ``read`` returns it, ``write`` sets it, and with ``cas``
+    (the compare-and-set register) ``[expected, new]`` sets ``new`` iff it holds ``expected``."""
+
+    def __init__(self, *, cas: bool, initial: Any = None) -> None:
+        self.cas = cas
+        self.name = "cas-register" if cas else "register"
+        self.functions = ("read", "write", "cas") if cas else ("read", "write")
+        self.initial = freeze(initial)
+
+    def init(self) -> Hashable:
+        return self.initial
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        return _register_transition(self, op, read_absent=None)
+
+
+def _register_transition(model: KeyedModel, op: Operation, read_absent: Any) -> Transition | None:
+    f, kind = op.f, op.type
+    if f == "read" or f == "get":
+        if kind != "ok":
+            return None  # a failed or indeterminate read changed nothing
+        output = read_absent if op.output is None else freeze(op.output)
+        return Transition(_read, output, pure=True, needs=output)
+    if f == "write" or f == "put":
+        if kind == "fail":
+            return None
+        return Transition(_write, freeze(op.value))
+    if f == "cas":
+        expected, new = _cas_argument(op)
+        if kind == "ok":
+            return Transition(_cas, (expected, new))
+        if kind == "info":
+            return Transition(_cas_indeterminate, (expected, new))
+        if op.error in CAS_RETURNED_FALSE_ERRORS:
+            return Transition(_cas_returned_false, expected, pure=True)
+        return None
+    raise model._unknown(op)
+
+
+class KVModel(KeyedModel):
+    """A key-value map: one string per key, initially ``""``. ``get``/``read`` return it (a null read
+    counts as ``""``, never written), ``put``/``write`` set it, ``append`` concatenates, ``cas`` as the
+    compare-and-set register. Porcupine's key-value model, plus the register operations."""
+
+    name = "kv"
+    functions = ("get", "put", "append", "read", "write", "cas")
+
+    def init(self) -> Hashable:
+        return ""
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f == "append":
+            if op.type == "fail":
+                return None
+            if not isinstance(op.value, str):
+                raise ModelError(
+                    f"operation {op.id} (history line {op.invoke_index + 1}): append value must be a "
+                    f"string, not {op.value!r}"
+                )
+            return Transition(_append, op.value)
+        return _register_transition(self, op, read_absent="")
+
+
+class QueueModel(KeyedModel):
+    """A FIFO queue per key. ``put`` enqueues ``{"guid", "value"}``; ``consume`` dequeues the oldest
+    message, and an ``ok`` consume reports it (``{"guid", "value"}``) or null when the queue was empty.
+
+    ``confirm`` (BlazingMQ's CONFIRM, seed 004) does not change the order of the queue; whether each
+    message is delivered once is the durability checker's question, so it is left out here.
+
+    The state is ``(messages, enqueued, ahead)``: the messages in the queue, oldest first, and which of
+    the consumed messages have been enqueued so far (used by the last reduction below). ``prepare_group``
+    reads the whole sub-history first, which allows exact reductions, each of which only ever removes
+    states that cannot lead to a linearization:
+
+    * messages that no ``ok`` consume returned are told apart by nothing but their place in the queue,
+      so they are all enqueued as one anonymous message (:data:`UNCONSUMED`): orders that differ only in
+      where such messages sit become one state;
+    * an ``info`` put of such a message is left out: taking effect could only put one more message in
+      front of the ones consumes must find (or make the queue non-empty for a consume that found it
+      empty), never make a linearization possible;
+    * an ``info`` consume may take effect only where the oldest message is an anonymous one: a message
+      some ``ok`` consume returned cannot have been taken by another consume before;
+    * FIFO against real time: if the consume of ``b`` returned before the consume of ``c`` was invoked,
+      ``b`` must be enqueued before ``c``. So a put of ``c`` is refused while such a ``b`` is not yet
+      enqueued, and a put of ``b`` is refused behind such a ``c``. Those states could only fail later,
+      when the consumes come; without this, checking a queue is exponential in how many messages wait
+      in it.
+    """
+
+    name = "queue"
+    functions = ("put", "consume", "confirm")
+
+    def init(self) -> Hashable:
+        return ((), 0, frozenset())
+
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        put = {self._message(op, op.value, "put value") for op in ops if op.f == "put" and op.type != "fail"}
+        # Messages that an ok consume returned (and some put sent): when that consume was invoked and
+        # when it returned, and their ranks in the order of those returns.
+        consume_call: dict[Hashable, int] = {}
+        consume_ret: dict[Hashable, int] = {}
+        for op in ops:
+            if op.f == "consume" and op.type == "ok" and op.output is not None and op.ret is not None:
+                message = self._message(op, op.output, "consume output")
+                if message in put:
+                    consume_call.setdefault(message, op.call)
+                    consume_ret.setdefault(message, op.ret)
+        by_return = sorted(consume_ret, key=lambda m: consume_ret[m])
+        rank = {message: r for r, message in enumerate(by_return)}
+        returns = [consume_ret[m] for m in by_return]
+
+        def enqueue_in_order(state: Any, arg: tuple[Hashable, int, int]) -> Any:
+            message, rank_of, before = arg
+            messages, enqueued, ahead = state
+            if enqueued < before:
+                return REJECTED  # a message that must be consumed before this one is not enqueued yet
+            returned = returns[rank_of]
+            for other in messages:
+                if consume_call.get(other, -1) > returned:
+                    return REJECTED  # it would be in front of one that must be consumed after it
+            if rank_of == enqueued:
+                enqueued += 1
+                while enqueued in ahead:
+                    ahead = ahead - {enqueued}
+                    enqueued += 1
+            else:
+                ahead = ahead | {rank_of}
+            return ((*messages, message), enqueued, ahead)
+
+        transitions: list[Transition | None] = []
+        for op in ops:
+            transition = self.prepare(op)
+            if transition is not None and op.f == "put":
+                message = transition.arg
+                if message not in rank:
+                    transition = None if op.type == "info" else Transition(_enqueue, UNCONSUMED)
+                else:
+                    # Messages whose consume returned before this one's consume was invoked come first.
+                    before = bisect.bisect_left(returns, consume_call[message])
+                    transition = Transition(enqueue_in_order, (message, rank[message], before))
+            elif transition is not None and op.f == "consume" and op.type == "info":
+                transition = Transition(_dequeue_unconsumed, None)
+            transitions.append(transition)
+        return transitions
+
+    def prepare(self, op: Operation) -> Transition | None:
+        f, kind = op.f, op.type
+        if f == "put":
+            if kind == "fail":
+                return None
+            return Transition(_enqueue, self._message(op, op.value, "put value"))
+        if f == "consume":
+            if kind == "fail":
+                return None
+            if kind == "info":
+                return Transition(_dequeue_indeterminate, None)
+            if op.output is None:
+                return Transition(_dequeue_empty, None, pure=True)
+            return Transition(_dequeue, self._message(op, op.output, "consume output"))
+        if f == "confirm":
+            return None
+        raise self._unknown(op)
+
+    @staticmethod
+    def _message(op: Operation, value: Any, what: str) -> Hashable:
+        if not isinstance(value, dict) or "guid" not in value:
+            raise ModelError(
+                f"operation {op.id} (history line {op.invoke_index + 1}): {what} must be "
+                f'{{"guid": ..., "value": ...}}, not {value!r}'
+            )
+        return (freeze(value["guid"]), freeze(value.get("value")))
+
+    def describe_state(self, state: Any) -> str:
+        return json.dumps(
+            [
+                "a message no consume returned"
+                if message == UNCONSUMED
+                else {"guid": thaw(message[0]), "value": thaw(message[1])}
+                for message in state[0]
+            ]
+        )
+
+
+# The anonymous message standing for every message that no ok consume returned (QueueModel).
+UNCONSUMED: Final = ("\x00unconsumed", None)
+
+
+# Queue transitions over (messages, enqueued, ahead); see QueueModel.
+
+
+def _enqueue(state: Any, message: Any) -> Any:
+    messages, enqueued, ahead = state
+    return ((*messages, message), enqueued, ahead)
+
+
+def _dequeue(state: Any, message: Any) -> Any:
+    messages, enqueued, ahead = state
+    if messages and messages[0] == message:
+        return (messages[1:], enqueued, ahead)
+    return REJECTED
+
+
+def _dequeue_empty(state: Any, _: Any) -> Any:
+    return state if not state[0] else REJECTED
+
+
+def _dequeue_indeterminate(state: Any, _: Any) -> Any:
+    messages, enqueued, ahead = state
+    return (messages[1:], enqueued, ahead) if messages else state
+
+
+def _dequeue_unconsumed(state: Any, _: Any) -> Any:
+    messages, enqueued, ahead = state
+    if not messages:
+        return state
+    return (messages[1:], enqueued, ahead) if messages[0] == UNCONSUMED else REJECTED
+
+
+MODELS: Final[dict[str, Callable[[], Model]]] = {
+    "register": lambda: RegisterModel(cas=False),
+    "cas-register": lambda: RegisterModel(cas=True),
+    "kv": KVModel,
+    "queue": QueueModel,
+}
+
+
+def get_model(name: str) -> Model:
+    """The model called ``name`` (``register``, ``cas-register``, ``kv``, ``queue``)."""
+    try:
+        return MODELS[name]()
+    except KeyError:
+        raise ModelError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}") from None
