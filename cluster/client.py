@@ -10,10 +10,22 @@ Every call ends in a ``Result`` whose ``type`` is the history's completion type 
   sending, or an error the node marks indefinite. As Maelstrom says, when in doubt, indefinite is safe.
 
 One TCP connection per node carries any number of outstanding requests, told apart by ``id`` (a
-per-connection counter the client assigns). A ``not-leader`` reply that names a leader is followed to
-that node, at most ``max_redirects`` times within the one deadline; ``Result.node`` is the node that gave
-the final answer and ``Result.redirects`` how many hops it took. The protocol itself is in
-``docs/node-core.md``.
+per-connection counter the client assigns). Within the one deadline of an operation (``timeout``):
+
+* a ``not-leader`` reply that names a leader is followed to that node, at most ``max_redirects`` times;
+* **failover**: a definite failure that says nothing about the leader (``connection-refused``: the node
+  is down or unreachable, so the request never left; or ``not-leader`` without a usable leader) moves
+  the operation to the next node it has not tried yet, in ``nodes`` order, so each node is tried at
+  most once by failover. Connecting to one node waits at most ``connect_timeout``, so a node that drops
+  packets does not use up the whole deadline. A node that refused is forgotten as the leader hint.
+* an indefinite failure (timeout, connection lost after sending, an error the node marks indefinite)
+  ends the operation ``info`` at once: a write that may have been applied is never sent again.
+
+``Result.node`` is the node that gave the final answer and ``Result.redirects`` how many times the
+operation moved to another node (redirects and failovers). A node that answers ``ok`` becomes the node
+the next operation goes to first; one that refused or lost the connection stops being it. Reads with
+``local=True`` are served by the node they are sent to (a linearizable follower read) and are never
+redirected nor failed over. The protocol itself is in ``docs/node-core.md``.
 
 ``SyncClient`` wraps the same API for scripts and tests that do not run an event loop.
 """
@@ -33,6 +45,7 @@ ResultType = Literal["ok", "fail", "info"]
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_MAX_REDIRECTS = 3
+DEFAULT_CONNECT_TIMEOUT = 1.0
 
 # The codes this module produces itself; each is in cluster.core.errors.ERRORS with the same certainty.
 TIMEOUT = "timeout"  # indefinite: no reply within the deadline
@@ -94,8 +107,10 @@ class NodeConnection:
         self._outbox: list[bytes] = []
         self._outbox_writer: asyncio.StreamWriter | None = None
 
-    async def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """Send ``request`` (its ``id`` is assigned here) and await its reply.
+    async def call(self, request: dict[str, Any], timeout: float,
+                   connect_timeout: float | None = None) -> dict[str, Any]:
+        """Send ``request`` (its ``id`` is assigned here) and await its reply; connecting (when there is
+        no open connection) takes at most ``connect_timeout`` of the ``timeout``.
 
         Raises ``_NeverSent``, ``_Lost`` or ``TimeoutError``.
         """
@@ -106,7 +121,8 @@ class NodeConnection:
             data = encode({**request, "id": request_id})
         except MessageTooLarge as exc:
             raise _NeverSent(REQUEST_TOO_LARGE, str(exc)) from None
-        writer = await self._connected(deadline)
+        connect_by = deadline if connect_timeout is None else min(deadline, loop.time() + connect_timeout)
+        writer = await self._connected(connect_by)
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending[request_id] = (future, writer)
         timer = loop.call_at(deadline, _expire, future)
@@ -199,21 +215,34 @@ def _expire(future: asyncio.Future[Any]) -> None:
 class Client:
     """A client of a whole cluster: ``nodes`` maps node id to ``(host, port)``.
 
-    Each operation goes to ``node=`` if given, else to the last leader a redirect named, else to the
-    first node of ``nodes``; ``timeout`` (seconds) bounds the whole operation, redirects included.
+    Each operation goes to ``node=`` if given, else to the node that last answered ``ok`` or that a
+    redirect named, else to the first node of ``nodes``; from there it follows redirects and fails over
+    (module docstring). ``timeout`` (seconds) bounds the whole operation, redirects and failovers included;
+    ``connect_timeout`` bounds each connection attempt within it.
     """
 
     def __init__(self, nodes: Mapping[str, tuple[str, int]], *, timeout: float = DEFAULT_TIMEOUT,
-                 max_redirects: int = DEFAULT_MAX_REDIRECTS) -> None:
+                 max_redirects: int = DEFAULT_MAX_REDIRECTS,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
         if not nodes:
             raise ValueError("a client needs at least one node address")
+        if not connect_timeout > 0:
+            raise ValueError(f"connect_timeout must be a positive number of seconds, not {connect_timeout!r}")
         self.nodes = dict(nodes)
         self.timeout = timeout
         self.max_redirects = max_redirects
+        self.connect_timeout = connect_timeout
         self.leader_hint: str | None = None
         self._connections: dict[str, NodeConnection] = {}
 
-    async def read(self, key: str, *, node: str | None = None, timeout: float | None = None) -> Result:
+    async def read(self, key: str, *, node: str | None = None, timeout: float | None = None,
+                   local: bool = False) -> Result:
+        """A linearizable read. ``local=True``: served by ``node`` itself, a follower too (it asks the
+        leader for a read index and answers from its own state), never redirected; a node that cannot
+        confirm a read index answers the definite ``no-read-index``."""
+        if local:
+            return await self.request("read", node=node, timeout=timeout, follow_redirects=False,
+                                      key=key, local=True)
         return await self.request("read", node=node, timeout=timeout, key=key)
 
     async def write(self, key: str, value: Any, *, node: str | None = None,
@@ -241,34 +270,60 @@ class Client:
 
     async def request(self, op: str, *, node: str | None = None, timeout: float | None = None,
                       follow_redirects: bool = True, **fields: Any) -> Result:
-        """Send ``{"op": op, **fields}`` and follow ``not-leader`` redirects; the generic form of the above."""
+        """Send ``{"op": op, **fields}``, following ``not-leader`` redirects and failing over to untried
+        nodes after definite failures (module docstring) unless ``follow_redirects`` is false; the generic
+        form of the above."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (self.timeout if timeout is None else timeout)
         target = node or self.leader_hint or next(iter(self.nodes))
         request = {"op": op, **fields}
-        redirects = 0
+        redirects = hops = 0
+        tried: set[str] = set()
+        refused: set[str] = set()
         while True:
             if target not in self.nodes:
                 raise ValueError(f"node {target!r} is not one of this client's nodes: {', '.join(self.nodes)}")
+            tried.add(target)
             try:
-                reply = await self._connection(target).call(request, deadline - loop.time())
+                reply = await self._connection(target).call(request, deadline - loop.time(), self.connect_timeout)
             except _NeverSent as exc:
-                return Result("fail", error=exc.code, message=str(exc), node=target, redirects=redirects)
+                result = Result("fail", error=exc.code, message=str(exc), node=target, redirects=hops)
+                if exc.code != CONNECTION_REFUSED:
+                    return result
+                refused.add(target)
+                if self.leader_hint == target:
+                    self.leader_hint = None
             except _Lost as exc:
-                return Result("info", error=CONNECTION_LOST, message=str(exc), node=target, redirects=redirects)
+                if self.leader_hint == target:
+                    self.leader_hint = None  # it may have died: the next operation starts elsewhere
+                return Result("info", error=CONNECTION_LOST, message=str(exc), node=target, redirects=hops)
             except TimeoutError:
-                return Result("info", error=TIMEOUT, node=target, redirects=redirects,
+                return Result("info", error=TIMEOUT, node=target, redirects=hops,
                               message=f"no reply from {target} in time")
-            result = _result_of(reply, target, redirects)
-            if result.leader is not None and result.leader in self.nodes:
-                self.leader_hint = result.leader
-            if (follow_redirects and result.error == "not-leader" and result.leader in self.nodes
-                    and result.leader != target and redirects < self.max_redirects
-                    and deadline > loop.time()):
-                target = result.leader
+            else:
+                result = _result_of(reply, target, hops)
+                if result.leader in self.nodes and result.leader not in refused:
+                    self.leader_hint = result.leader
+                elif result.ok and follow_redirects:
+                    self.leader_hint = target
+                elif result.error == "not-leader" and self.leader_hint == target:
+                    self.leader_hint = None
+                if result.error != "not-leader":
+                    return result
+            # A definite failure: nothing was done, so the operation may go on elsewhere.
+            if not follow_redirects or deadline <= loop.time():
+                return result
+            hint = result.leader
+            if (hint in self.nodes and hint != target and hint not in refused
+                    and redirects < self.max_redirects):
+                target = hint
                 redirects += 1
-                continue
-            return result
+            else:
+                untried = _next_untried(self.nodes, target, tried)
+                if untried is None:
+                    return result
+                target = untried
+            hops += 1
 
     def _connection(self, node: str) -> NodeConnection:
         connection = self._connections.get(node)
@@ -287,6 +342,16 @@ class Client:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def _next_untried(nodes: Mapping[str, Any], after: str, tried: set[str]) -> str | None:
+    """The first node after ``after`` in ``nodes`` order (wrapping around) not in ``tried``."""
+    order = list(nodes)
+    start = order.index(after) + 1 if after in nodes else 0
+    for node in order[start:] + order[:start]:
+        if node not in tried:
+            return node
+    return None
 
 
 def _result_of(reply: dict[str, Any], node: str, redirects: int) -> Result:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cluster.client import Client
+from cluster.core.election.fluvio import CONTROLLER_ID
 
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -129,11 +130,13 @@ class LocalCluster:
     per_node_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
     ports: Sequence[int] | None = None
     python: str = sys.executable
+    #: also run the fluvio controller, id `sc` with `--controller` (pass `--mode fluvio` in node_args)
+    controller: bool = False
     nodes: dict[str, LocalNode] = field(init=False)
 
     def __post_init__(self) -> None:
-        ports = list(self.ports) if self.ports is not None else free_ports(self.size, self.host)
-        ids = [f"n{i}" for i in range(1, self.size + 1)]
+        ids = [f"n{i}" for i in range(1, self.size + 1)] + ([CONTROLLER_ID] if self.controller else [])
+        ports = list(self.ports) if self.ports is not None else free_ports(len(ids), self.host)
         addresses = {node_id: (self.host, port) for node_id, port in zip(ids, ports, strict=True)}
         self.nodes = {}
         for node_id in ids:
@@ -141,7 +144,8 @@ class LocalCluster:
             data_dir = os.path.join(self.root, node_id)
             argv = [self.python, "-m", "cluster.node", "--id", node_id,
                     "--listen", f"{self.host}:{addresses[node_id][1]}", "--peers", peers,
-                    "--data-dir", data_dir, *self.node_args, *self.per_node_args.get(node_id, ())]
+                    "--data-dir", data_dir, *self.node_args, *self.per_node_args.get(node_id, ()),
+                    *(["--controller"] if node_id == CONTROLLER_ID else [])]
             self.nodes[node_id] = LocalNode(node_id, addresses[node_id], data_dir, argv)
 
     @property

@@ -16,8 +16,11 @@ due, feeds it every peer message and client request that arrived meanwhile, and 
 
 So nothing a peer or client can observe ever precedes the state it depends on being durable ("persist
 before you send", STYLE.md 1). A failure to persist ends the process: sending without it is unsafe.
-(Two refinements keep that rule: ``applied`` records go after the journal lines, and the steps of a turn
-before its first fsync-needing record release their output without waiting for that fsync.)
+(Refinements that keep that rule: ``applied`` records go after the journal lines; the steps of a turn
+before its first fsync-needing record release their output without waiting for that fsync; and the one
+exception the core allows, a leader's AppendEntries of new entries (``Ready.early``, Raft thesis 10.2.1),
+is written to the peers' sockets before the fsync, so followers persist a write while the leader does:
+one fsync on the write's critical path, not two. ``_send_early`` says when.)
 
 Bad configuration (unknown ``--bug``, bad peer list, unwritable data directory, a port already in use) is
 reported in one line on stderr with exit code 2 before the node writes anything. Bad input on a
@@ -46,7 +49,9 @@ from typing import Any
 
 from cluster.core.bugs import KNOWN_BUGS
 from cluster.core.config import NodeConfig
-from cluster.core.election import ELECTIONS
+from cluster.core.controller import Controller, ControllerConfig, recover_controller
+from cluster.core.election import ELECTIONS, EXTERNAL_STORE_ELECTIONS
+from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.errors import error_reply as core_error_reply
 from cluster.core.node import Node, Ready
 from cluster.core.storage import StorageError, recover
@@ -60,6 +65,7 @@ from cluster.disk import (
     open_journal,
     open_storage,
 )
+from cluster.store_link import StoreLinks
 from cluster.wire import (
     MAX_LINE_BYTES,
     LineDecoder,
@@ -128,11 +134,24 @@ class NodeOptions:
     pid_file: str | None = None
     log_level: str = "INFO"
     core: dict[str, Any] = field(default_factory=dict)
+    controller: bool = False
+    store: dict[str, tuple[str, int]] = field(default_factory=dict)  # lease mode: the store's members
 
     def node_config(self) -> NodeConfig:
-        """The core's configuration; ``ValueError`` from NodeConfig names what is wrong."""
-        return NodeConfig(node_id=self.node_id, peers=tuple(self.peers), mode=self.mode,
-                          bugs=frozenset(self.bugs), fsync=self.fsync, **self.core)
+        """The core's configuration; ``ValueError`` from NodeConfig names what is wrong. A fluvio SPU links
+        to the controller (an entry of ``--peers``) but does not count it as a replica."""
+        peers = tuple(p for p in self.peers if not (self.mode == "fluvio" and p == CONTROLLER_ID))
+        store = {"store": tuple(self.store)} if self.store else {}
+        return NodeConfig(node_id=self.node_id, peers=peers, mode=self.mode,
+                          bugs=frozenset(self.bugs), fsync=self.fsync, **store, **self.core)
+
+    def controller_config(self) -> ControllerConfig:
+        """``--controller``: the fluvio SC's configuration (its ``--peers`` are the SPUs)."""
+        if self.mode != "fluvio" or self.node_id != CONTROLLER_ID:
+            raise ValueError(f"--controller runs the fluvio SC: it needs --mode fluvio and --id {CONTROLLER_ID}")
+        timing = {k: v for k, v in self.core.items() if k in ("heartbeat_interval", "missed_heartbeats",
+                                                                "startup_wait", "wait_for_response")}
+        return ControllerConfig(spus=tuple(self.peers), bugs=frozenset(self.bugs), **timing)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -161,14 +180,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--listen", required=True, help="host:port for clients and peers, e.g. 0.0.0.0:7000")
     parser.add_argument("--peers", default="",
                         help="the other members: n2=host:port,n3=host:port (empty: a one-node cluster)")
+    parser.add_argument("--store", default="",
+                        help="lease mode: the external store's members (a raft cluster): s1=host:port,...")
     parser.add_argument("--data-dir", required=True, help="directory for the storage file, journal and log")
-    parser.add_argument("--mode", default="blazingmq", help=f"election mode: {', '.join(ELECTIONS)}")
+    parser.add_argument("--mode", default="blazingmq",
+                        help=f"election mode: {', '.join([*ELECTIONS, *EXTERNAL_STORE_ELECTIONS])}")
     parser.add_argument("--bug", dest="bugs", action="append", default=[], metavar="NAME",
                         help=f"switch on a known bug (repeatable): {', '.join(sorted(KNOWN_BUGS))}")
     parser.add_argument("--fsync", default="always", choices=FSYNC_POLICIES,
                         help="fsync the storage file on every write (always, default) or leave it to the OS")
     for flag, name, kind, text in _CORE_FLAGS:
         parser.add_argument(flag, dest=name, type=kind, default=None, help=text)
+    parser.add_argument("--controller", action="store_true",
+                        help=f"run the fluvio controller (SC) instead of a replica: --mode fluvio --id {CONTROLLER_ID}, "
+                             "--peers the SPUs")
     parser.add_argument("--no-scouting", action="store_true",
                         help="disable ElectionScouting (blazingmq) / PreVote (raft)")
     parser.add_argument("--core-option", action="append", default=[], metavar="NAME=VALUE",
@@ -196,6 +221,10 @@ def parse_options(argv: Sequence[str]) -> NodeOptions:
         peers = parse_node_addresses(args.peers)
     except ValueError as exc:
         raise ConfigError(f"--peers: {exc}") from None
+    try:
+        store = parse_node_addresses(args.store)
+    except ValueError as exc:
+        raise ConfigError(f"--store: {exc}") from None
     if node_id in peers:
         raise ConfigError(f"--peers lists this node ({node_id}) itself; list only the other members")
     core: dict[str, Any] = {}
@@ -219,10 +248,10 @@ def parse_options(argv: Sequence[str]) -> NodeOptions:
         journal=os.path.abspath(args.journal) if args.journal else os.path.join(data_dir, JOURNAL_FILE),
         log_file=os.path.abspath(args.log_file) if args.log_file else os.path.join(data_dir, "node.log"),
         pid_file=os.path.abspath(args.pid_file) if args.pid_file else None,
-        log_level=args.log_level, core=core,
+        log_level=args.log_level, core=core, controller=args.controller, store=store,
     )
     try:
-        options.node_config()
+        options.controller_config() if options.controller else options.node_config()
     except TypeError as exc:  # an unknown --core-option name
         raise ConfigError(f"--core-option: {exc}") from None
     except ValueError as exc:
@@ -270,6 +299,7 @@ class PeerLink:
         self._queue: deque[bytes] = deque()
         self._queued_bytes = 0
         self._wake = asyncio.Event()
+        self._writer: asyncio.StreamWriter | None = None
         self.connected = False
         self.dropped = 0
 
@@ -285,6 +315,20 @@ class PeerLink:
             self._queued_bytes -= len(self._queue.popleft())
             self.dropped += 1
         self._wake.set()
+
+    def push(self) -> None:
+        """Write what is queued to the connection now instead of when the link's task next runs (the
+        driver calls this before an fsync that blocks the event loop). Order is kept: the task writes
+        only from the same queue. Above the transport's buffer limit it leaves the queue to the task."""
+        writer = self._writer
+        if not self._queue or writer is None or writer.is_closing():
+            return
+        if writer.transport.get_write_buffer_size() > PEER_QUEUE_BYTES:
+            return
+        data = b"".join(self._queue)
+        self._queue.clear()
+        self._queued_bytes = 0
+        writer.write(data)
 
     async def run(self) -> None:
         backoff = 0.05
@@ -304,6 +348,7 @@ class PeerLink:
             watcher = asyncio.create_task(self._watch_close(reader))
             try:
                 writer.write(encode(peer_hello(self.self_id)))
+                self._writer = writer
                 while not watcher.done():
                     if not self._queue:
                         self._wake.clear()
@@ -320,6 +365,7 @@ class PeerLink:
                 log.info("peer %s closed the connection", self.peer_id)
             finally:
                 self.connected = False
+                self._writer = None
                 watcher.cancel()
                 writer.close()
 
@@ -389,12 +435,14 @@ class NodeRuntime:
         self._links = {peer: PeerLink(options.node_id, peer, address, rng)
                        for peer, address in options.peers.items()}
         self._waiting: dict[Hashable, tuple[ClientConnection, Any]] = {}
+        self._store = StoreLinks(options.store, self._on_store_reply, timeout=5.0)
         self._runtime_replies: list[tuple[Hashable, dict[str, Any]]] = []
         self._to_flush: set[ClientConnection] = set()
         self._connection_numbers = itertools.count(1)
         self.turns = 0
         self.inputs = 0
         self.persist_seconds = 0.0
+        self.early_sent = 0  # peer messages sent before their turn's fsync (Ready.early)
 
     async def run(self) -> None:
         """Serve until SIGTERM/SIGINT (or ``stop()``); then journal ``stop``."""
@@ -413,11 +461,13 @@ class NodeRuntime:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self._store.close()
             if graceful:
                 self.journal.append_events([{"event": "stop"}], self.wall())
             log.info("driver turns %d, core steps %d, storage records %d, fsyncs %d, %.1f s persisting, "
-                     "peer messages dropped %d", self.turns, self.inputs, self.storage.records_written,
-                     self.storage.fsyncs, self.persist_seconds, sum(link.dropped for link in self._links.values()))
+                     "peer messages sent before an fsync %d, dropped %d", self.turns, self.inputs,
+                     self.storage.records_written, self.storage.fsyncs, self.persist_seconds, self.early_sent,
+                     sum(link.dropped for link in self._links.values()))
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
 
@@ -482,6 +532,8 @@ class NodeRuntime:
         try:
             if kind == "peer":
                 return self.core.receive(str(source), message, now, wall)
+            if kind == "store":
+                return self.core.store_reply(str(source), message, now, wall)
             return self.core.request(source, message, now, wall)
         except Exception:
             log.exception("core failed on %s input from %r: %.500s", kind, source, json.dumps(message))
@@ -509,19 +561,24 @@ class NodeRuntime:
         applied = [record for record in records if record.get("t") == APPLIED_RECORD]
         if applied:
             records = [record for record in records if record.get("t") != APPLIED_RECORD]
+        # Without fsync there is nothing to overlap, and the link tasks batch better than early pushes.
+        early = self._send_early(steps) if records and self.options.fsync == "always" else [0] * len(steps)
         self._persist(records, sync=True)
         for ready, wall in steps:
             if ready.journal:
                 for line in self.journal.append_events(ready.journal, wall):
                     _log_event(line)
         self._persist(applied, sync=False)
-        for ready, _ in steps:
-            for peer, message in ready.messages:
+        for (ready, _), sent in zip(steps, early, strict=True):
+            for peer, message in ready.messages[sent:]:
                 link = self._links.get(peer)
                 if link is not None:
                     link.send(message)
                 else:
                     log.error("core addressed a message to unknown peer %r", peer)
+        for ready, _ in steps:
+            for member, request in ready.requests:
+                self._store.send(member, request)
         for ready, _ in steps:
             for ref, reply in ready.replies:
                 self._reply(ref, reply)
@@ -532,6 +589,35 @@ class NodeRuntime:
             for connection in self._to_flush:
                 connection.flush()
             self._to_flush.clear()
+
+    def _send_early(self, steps: list[tuple[Ready, float]]) -> list[int]:
+        """Before the fsync: send each step's ``Ready.early`` messages (a leader's AppendEntries of new
+        entries, Raft thesis 10.2.1), so they travel and followers persist them while this node fsyncs,
+        one fsync on a write's path instead of two. Returns how many messages of each step left.
+
+        They do not depend on this step's records being durable (docs/node-core.md), nor on earlier steps'
+        new entries (the leader counts its own copy only when a follower answers, in a later turn, after
+        this fsync). A step with other records to persist (a term, a vote, a follower's append) ends the
+        early sending for the steps after it in the group: their messages wait for the fsync."""
+        sent: list[int] = []
+        pushed: dict[str, PeerLink] = {}
+        clean = True
+        for ready, _ in steps:
+            count = min(ready.early, len(ready.messages)) if clean else 0
+            for peer, message in ready.messages[:count]:
+                link = self._links.get(peer)
+                if link is not None:
+                    link.send(message)
+                    pushed[peer] = link
+                else:
+                    log.error("core addressed a message to unknown peer %r", peer)
+            sent.append(count)
+            self.early_sent += count
+            if count == 0 and _needs_sync(ready):
+                clean = False
+        for link in pushed.values():
+            link.push()  # into the socket now: the fsync below blocks the event loop
+        return sent
 
     def _persist(self, records: list[dict[str, Any]], sync: bool) -> None:
         if not records:
@@ -632,6 +718,11 @@ class NodeRuntime:
             return
         self._inbox.append(("peer", peer_id, message))
 
+    def _on_store_reply(self, member: str, reply: dict[str, Any]) -> None:
+        self._inbox.append(("store", member, reply))
+        if self._wake is not None:
+            self._wake.set()
+
     def _on_client_line(self, client: ClientConnection, item: Any) -> None:
         if isinstance(item, WireError):
             log.info("bad line from client connection %d: %s", client.number, item)
@@ -697,13 +788,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.warning("%s", journal_truncation.describe())
     try:
         try:
-            recovered = recover(records)
-        except StorageError as exc:
+            recovered = (recover_controller(records, options.peers) if options.controller
+                         else recover(records))
+        except (StorageError, ValueError) as exc:
             log.critical("%s: %s; move the data directory away to start this node empty", storage_path, exc)
             return 1
         log.info("recovered %d storage records from %s", len(records), storage_path)
-        core = Node(options.node_config(), recovered, now=time.monotonic(), wall=time.time(), rng=rng)
-        runtime = NodeRuntime(options, core, storage, journal, listen_socket, rng)
+        if options.controller:
+            core: Node | Controller = Controller(options.controller_config(), recovered,  # type: ignore[arg-type]
+                                                 now=time.monotonic(), wall=time.time(), rng=rng)
+        else:
+            core = Node(options.node_config(), recovered, now=time.monotonic(), wall=time.time(), rng=rng)
+        runtime = NodeRuntime(options, core, storage, journal, listen_socket, rng)  # type: ignore[arg-type]
         asyncio.run(runtime.run())
         log.info("stopped")
         return 0

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -559,7 +560,7 @@ class Interpreter:
                     op = next(ops)
                     while True:
                         if op.node is None:
-                            op = Op(op.f, op.key, op.value, node=node)
+                            op = dataclasses.replace(op, node=node)
                         completion = await self._execute(
                             process, client, op, self.config.final_op_timeout, final=True
                         )

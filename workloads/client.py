@@ -11,7 +11,8 @@ outcomes into ok / fail (definite) / info (indefinite) and follows redirects; th
 * a ``confirm`` op without a GUID confirms the message this process consumed last from that queue (the
   generator cannot know it, ``workloads.queue``); with nothing to confirm it ends ``fail`` with error
   ``nothing-to-confirm``, and its completion's value is the GUID it confirmed;
-* a ``put`` op's value ``{"guid", "value"}`` is sent as the cluster's ``value`` and ``guid`` fields.
+* a ``put`` op's value ``{"guid", "value"}`` is sent as the cluster's ``value`` and ``guid`` fields;
+* a ``local`` read is sent with ``local=True``: the op's node answers it itself, never a redirect.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ class ClusterWorkloadClient:
     async def invoke(self, op: Op) -> dict[str, Any]:
         c, key, node, timeout = self.client, op.key, op.node, self.timeout
         if op.f == "read":
-            result = await c.read(key, node=node, timeout=timeout)
+            if op.local:
+                result = await c.read(key, node=node, timeout=timeout, local=True)
+            else:
+                result = await c.read(key, node=node, timeout=timeout)
         elif op.f == "write":
             result = await c.write(key, op.value, node=node, timeout=timeout)
         elif op.f == "cas":

@@ -2,8 +2,9 @@
 
 An :class:`Op` is one invocation a logical client process will make: ``f`` on ``key`` with ``value``,
 exactly the fields of a history invoke (FORMATS.md), plus ``node`` (send it to that node; ``None`` lets
-the client choose) and ``think``, the seconds the process waits before invoking it (after its previous
-operation completed). Ops are pure data; a workload's streams are pure functions of its seed.
+the client choose), ``think``, the seconds the process waits before invoking it (after its previous
+operation completed), and ``local``: a read that ``node`` itself must serve (a linearizable follower
+read, not redirected to the leader), which the final phase uses to check every node's own state. Ops are pure data; a workload's streams are pure functions of its seed.
 
 A :class:`Workload` declares which checkers judge its histories (:data:`CHECKERS`) and the name of the
 sequential model the linearizability checker uses (``checkers.models``: ``cas-register``, ``queue``).
@@ -34,18 +35,24 @@ class Op:
     value: Any = None
     node: str | None = None
     think: float = 0.0
+    local: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.f, str) or not self.f:
             raise ValueError(f"an operation needs a function name f, not {self.f!r}")
+        if self.local and self.f != "read":
+            raise ValueError(f"only a read can be local (served by its node), not {self.f!r}")
         if not (isinstance(self.think, int | float) and math.isfinite(self.think) and self.think >= 0):
             raise ValueError(f"think time must be a non-negative number of seconds, not {self.think!r}")
 
     def to_json(self) -> dict[str, Any]:
-        """A schedule line's fields: ``f``, ``key``, ``value``, ``think``, and ``node`` when pinned."""
+        """A schedule line's fields: ``f``, ``key``, ``value``, ``think``, ``node`` when pinned, ``local``
+        when set."""
         out: dict[str, Any] = {"f": self.f, "key": self.key, "value": self.value, "think": self.think}
         if self.node is not None:
             out["node"] = self.node
+        if self.local:
+            out["local"] = True
         return out
 
     @classmethod
@@ -58,6 +65,7 @@ class Op:
             value=data.get("value"),
             node=data.get("node"),
             think=data.get("think", 0.0),
+            local=data.get("local", False) is True,
         )
 
 

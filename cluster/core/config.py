@@ -46,15 +46,23 @@ class NodeConfig:
         "doc": "unanswered AppendEntries per follower before the leader waits (then batches)"})
     retry_interval: float | None = field(default=None, metadata={
         "doc": "resend an unanswered AppendEntries or sync query after this; None: 2 heartbeat intervals"})
+    read_index_timeout: float | None = field(default=None, metadata={
+        "doc": "a local (follower) read not served within this answers `no-read-index`; None: 4 election "
+               "timeouts"})
     max_held_requests: int = field(default=10_000, metadata={
         "doc": "writes a synchronising leader holds before answering `unavailable`"})
     dedup_window: float = field(default=300.0, metadata={
         "doc": "queue PUT GUID de-duplication window (seed 004: 5 minutes)"})
     dedup_window_unit: str = field(default="seconds", metadata={
         "doc": "`seconds` of leader time carried in the entries, or `entries` (PUTs per queue)"})
+    store: tuple[str, ...] = field(default=(), metadata={
+        "doc": "lease mode: the external store's members (a `raft` cluster), in a fixed order"})
+    lease_key: str = field(default="leader", metadata={"doc": "lease mode: the store key holding the lease"})
+    lease_ttl: float = field(default=1.0, metadata={
+        "doc": "lease mode: a lease not renewed for this long expires (seed 003's time to live)"})
 
     def __post_init__(self) -> None:
-        from cluster.core.election import ELECTIONS
+        from cluster.core.election import ELECTIONS, EXTERNAL_STORE_ELECTIONS
 
         if not isinstance(self.node_id, str) or not self.node_id:
             raise ValueError(f"node_id must be a non-empty string, got {self.node_id!r}")
@@ -66,15 +74,23 @@ class NodeConfig:
             raise ValueError(f"node {self.node_id!r} must not list itself among its peers")
         if len(set(self.peers)) != len(self.peers):
             raise ValueError(f"peer list has duplicates: {', '.join(self.peers)}")
-        if self.mode not in ELECTIONS:
-            raise ValueError(f"unknown mode {self.mode!r}; valid modes: {', '.join(ELECTIONS)}")
+        if self.mode not in ELECTIONS and self.mode not in EXTERNAL_STORE_ELECTIONS:
+            raise ValueError(f"unknown mode {self.mode!r}; valid modes: "
+                             f"{', '.join([*ELECTIONS, *EXTERNAL_STORE_ELECTIONS])}")
         object.__setattr__(self, "bugs", validate_bugs(_names(self.bugs), self.mode))
         if self.fsync not in FSYNC_POLICIES:
             raise ValueError(f"unknown fsync policy {self.fsync!r}; valid: {', '.join(FSYNC_POLICIES)}")
         if self.dedup_window_unit not in DEDUP_WINDOW_UNITS:
             raise ValueError(f"unknown dedup_window_unit {self.dedup_window_unit!r}; "
                              f"valid: {', '.join(DEDUP_WINDOW_UNITS)}")
-        for name in ("heartbeat_interval", "proposal_timeout"):
+        object.__setattr__(self, "store", tuple(self.store))
+        if self.mode == "lease" and not self.store:
+            raise ValueError("mode 'lease' needs the external store's members (store=..., --store)")
+        if set(self.store) & {self.node_id, *self.peers}:
+            raise ValueError(f"store members must not be cluster members: {', '.join(self.store)}")
+        if not isinstance(self.lease_key, str) or not self.lease_key:
+            raise ValueError(f"lease_key must be a non-empty string, got {self.lease_key!r}")
+        for name in ("heartbeat_interval", "proposal_timeout", "lease_ttl"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         for name in ("election_random_wait", "dedup_window"):
@@ -84,6 +100,8 @@ class NodeConfig:
             value = getattr(self, name)
             if value is not None and not value >= 0:
                 raise ValueError(f"{name} must be >= 0 or None, got {value!r}")
+        if self.read_index_timeout is not None and not self.read_index_timeout > 0:
+            raise ValueError(f"read_index_timeout must be > 0 or None, got {self.read_index_timeout!r}")
         for name in ("missed_heartbeats", "max_batch_entries", "max_inflight_appends", "max_held_requests"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -117,6 +135,10 @@ class NodeConfig:
     @property
     def effective_lease(self) -> float:
         return self.election_timeout if self.lease_duration is None else self.lease_duration
+
+    @property
+    def effective_read_index_timeout(self) -> float:
+        return 4 * self.election_timeout if self.read_index_timeout is None else self.read_index_timeout
 
     @property
     def effective_retry(self) -> float:

@@ -33,6 +33,9 @@ ERRORS: dict[str, ErrorCode] = {
                   "nothing was done: retry later"),
         ErrorCode("bad-request", True, "the request is malformed; the message says what is wrong"),
         ErrorCode("too-large", True, "the request line exceeds the size limit (1 MiB)"),
+        ErrorCode("no-read-index", True,
+                  "a node asked for a local read could not get a read index from the leader (no leader known, "
+                  "or no answer in time); nothing was done: retry, or read at the leader"),
         ErrorCode("cas-mismatch", True,
                   "the compare-and-set was committed but the register did not hold the expected value, so it "
                   "had no effect (the reply carries the LSN of the entry)"),

@@ -22,6 +22,8 @@ from cluster.core.statemachine import valid_entry
 
 LSN = list  # [term, seq] on the wire; compared lexicographically
 Entries = list  # list of entry dicts (cluster.core.log)
+NodeIds = list  # list of node ids (fluvio's Live Replica Set)
+Position = typing.NewType("Position", int)  # a log position (index), or -1 where seed 001 uses -1
 
 
 class MessageError(ValueError):
@@ -120,6 +122,162 @@ class VoteResponse(Message):
                           "then index, is at least the voter's")
 
 
+# --- Fluvio replica election (seed 002): between the controller (SC) and the SPUs --------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SpuStatus(Message):
+    role: str
+    leader: str
+    last_index: int
+    last_lsn: LSN
+    commit_index: int
+    lrs: NodeIds
+    mode: ClassVar[str] = "fluvio"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = ("an SPU's periodic report to the SC: role, term, leader ('' for none), LEO (last index "
+                          "and LSN), HW (commit index) and, from a leader, the Live Replica Set it proposes")
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderCandidate(Message):
+    candidate: str
+    lrs: NodeIds
+    mode: ClassVar[str] = "fluvio"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = ("SC to every SPU: `candidate` should promote itself to leader of election epoch "
+                          "`term` (status CandidateFound); the others ignore it")
+
+
+@dataclass(frozen=True, slots=True)
+class PromotionSuccessful(Message):
+    mode: ClassVar[str] = "fluvio"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = "the candidate SPU to the SC: follower to leader promotion in epoch `term` succeeded"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSetUpdate(Message):
+    leader: str
+    lrs: NodeIds
+    mode: ClassVar[str] = "fluvio"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = ("SC to every SPU: the leader of epoch `term` and the LRS (status Online, or an LRS "
+                          "change the leader reported); followers follow that leader")
+
+
+# --- Aeron Cluster election (seed 001) -----------------------------------------------------------------
+# A position is a log index (position p: the log holds entries 1..p); `term` is the leadership term
+# (leadershipTermId; candidateTermId in RequestVote); the member ids of the seed's messages are the sender.
+# The mode decides which of them make a receiver take a higher term (cluster.core.election.aeron).
+
+
+@dataclass(frozen=True, slots=True)
+class CanvassPosition(Message):
+    log_leadership_term_id: int
+    log_position: int
+    mode: ClassVar[str] = "aeron"
+    exempt_from_term: ClassVar[bool] = True
+    doc: ClassVar[str] = ("a member in an election publishes its term and its log's last term and position; "
+                          "only a leader answers (NewLeadershipTerm), stepping down if `term` is newer")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestVote(Message):
+    log_leadership_term_id: int
+    log_position: int
+    mode: ClassVar[str] = "aeron"
+    doc: ClassVar[str] = "a candidate asks for votes in candidateTermId `term`, giving its log's last term and position"
+
+
+@dataclass(frozen=True, slots=True)
+class Vote(Message):
+    candidate_term_id: int
+    log_leadership_term_id: int
+    log_position: int
+    vote: bool
+    mode: ClassVar[str] = "aeron"
+    doc: ClassVar[str] = ("FOR or AGAINST the ballot of candidate_term_id: FOR once per term (persisted), only if "
+                          "the candidate's log (last term, position) is at least the voter's, whose log it carries")
+
+
+@dataclass(frozen=True, slots=True)
+class NewLeadershipTerm(Message):
+    log_leadership_term_id: int
+    next_leadership_term_id: int
+    next_term_base_log_position: int
+    next_log_position: Position
+    term_base_log_position: int
+    log_position: int
+    mode: ClassVar[str] = "aeron"
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = ("the leader of `term` to a member whose log ends in log_leadership_term_id: the next term "
+                          "in the leader's log after it, where that starts and ends (-1: it is the current term), "
+                          "the current term's base position and the leader's log position")
+
+
+@dataclass(frozen=True, slots=True)
+class AppendPosition(Message):
+    log_position: int
+    flags: int
+    mode: ClassVar[str] = "aeron"
+    doc: ClassVar[str] = ("a follower's log position in `term`; flags 1: in catchup (seed), 2: joined the live "
+                          "Log, stream AppendEntries to it from there")
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPosition(Message):
+    log_position: int
+    mode: ClassVar[str] = "aeron"
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = "the leader's commit position, published periodically for its whole term"
+
+
+@dataclass(frozen=True, slots=True)
+class CatchupPosition(Message):
+    log_position: int
+    mode: ClassVar[str] = "aeron"
+    doc: ClassVar[str] = ("a follower behind in the current term asks the leader to replay its log after "
+                          "log_position into its catchup")
+
+
+@dataclass(frozen=True, slots=True)
+class StopCatchup(Message):
+    mode: ClassVar[str] = "aeron"
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = "the follower's AppendPosition reached the leader's log end: leave catchup, join the live Log"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRequest(Message):
+    position: int
+    length: int
+    mode: ClassVar[str] = "aeron"
+    doc: ClassVar[str] = ("archive replication of an old term: a follower asks the leader's archive for `length` "
+                          "entries after `position`")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayData(Message):
+    position: int
+    prev_lsn: LSN
+    entries: Entries
+    mode: ClassVar[str] = "aeron"
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = ("the leader's archive replays entries after `position`; the follower appends them only if "
+                          "it holds prev_lsn at `position`")
+
+
+@dataclass(frozen=True, slots=True)
+class CatchupData(Message):
+    position: int
+    prev_lsn: LSN
+    entries: Entries
+    mode: ClassVar[str] = "aeron"
+    from_leader: ClassVar[bool] = True
+    doc: ClassVar[str] = "the leader's catchup replay of its log after `position` (checked against prev_lsn likewise)"
+
+
 # --- Leadership and replication, shared by every mode ---------------------------------------------------
 
 
@@ -202,6 +360,24 @@ class LeaderSyncDataResponse(Message):
     doc: ClassVar[str] = "a chunk of the follower's log from from_index; last_index is its log end"
 
 
+@dataclass(frozen=True, slots=True)
+class ReadIndexRequest(Message):
+    read_id: int
+    doc: ClassVar[str] = ("a node serving a local (follower) read asks the leader it knows for a read index "
+                          "(Raft thesis 6.4); `read_id` is the asker's, echoed back")
+
+
+@dataclass(frozen=True, slots=True)
+class ReadIndexResponse(Message):
+    read_id: int
+    granted: bool
+    read_index: int
+    read_lsn: LSN
+    doc: ClassVar[str] = ("granted: the sender led term `term` and confirmed it with a heartbeat round sent after "
+                          "the request arrived; its commit index was then `read_index` (LSN `read_lsn`). "
+                          "Refused: the sender does not lead")
+
+
 MESSAGE_TYPES: dict[str, type[Message]] = {
     cls.__name__: cls
     for cls in (
@@ -209,6 +385,10 @@ MESSAGE_TYPES: dict[str, type[Message]] = {
         PreVoteRequest, PreVoteResponse, VoteRequest, VoteResponse,
         LeaderHeartbeat, LeaderHeartbeatResponse, InvalidHeartbeat, AppendEntries, AppendEntriesResponse,
         FollowerLSNRequest, FollowerLSNResponse, LeaderSyncDataQuery, LeaderSyncDataResponse,
+        ReadIndexRequest, ReadIndexResponse,
+        SpuStatus, LeaderCandidate, PromotionSuccessful, ReplicaSetUpdate,
+        CanvassPosition, RequestVote, Vote, NewLeadershipTerm, AppendPosition, CommitPosition, CatchupPosition,
+        StopCatchup, ReplayRequest, ReplayData, CatchupData,
     )
 }
 
@@ -237,7 +417,19 @@ def _check_entries(value: Any) -> bool:
     return True
 
 
-_CHECKS = {int: _check_int, bool: _check_bool, LSN: _check_lsn}
+def _check_str(value: Any) -> bool:
+    return type(value) is str and len(value) <= 256
+
+
+def _check_node_ids(value: Any) -> bool:
+    return type(value) is list and len(value) <= 1024 and all(_check_str(v) and v for v in value)
+
+
+def _check_position(value: Any) -> bool:
+    return type(value) is int and value >= -1
+
+
+_CHECKS = {int: _check_int, bool: _check_bool, LSN: _check_lsn, str: _check_str, Position: _check_position}
 _FIELD_NAMES: dict[type[Message], tuple[str, ...]] = {}
 _FIELD_CHECKS: dict[type[Message], tuple[tuple[str, Any, bool], ...]] = {}
 
@@ -248,7 +440,8 @@ for _cls in MESSAGE_TYPES.values():
     _checks = []
     for _f in dataclasses.fields(_cls):
         # Entries and LSN are both `list`; the field name says which one is meant.
-        _check = _check_entries if _f.name == "entries" else _CHECKS[_hints[_f.name]]
+        _check = (_check_entries if _f.name == "entries" else _check_node_ids if _f.name == "lrs"
+                  else _CHECKS[_hints[_f.name]])
         _required = _f.default is dataclasses.MISSING
         _checks.append((_f.name, _check, _required))
     _FIELD_CHECKS[_cls] = tuple(_checks)

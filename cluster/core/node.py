@@ -21,7 +21,9 @@ What the node does for every election mode:
 * **Reads** are linearizable by read index: a read waits until the leader has committed an entry of its
   term, records the commit index, and is answered once a majority has acknowledged a heartbeat round sent
   after the read arrived and the state machine has applied up to that index. A read's `lsn` is the LSN of
-  the entry that wrote the value it returns (null when the key was never written).
+  the entry that wrote the value it returns (null when the key was never written). A *local* read
+  (`"local": true`) at a non-leader gets its read index from the leader (ReadIndexRequest) and is answered
+  from this node's own state once applied up to it, or with the definite `no-read-index`.
 * **Writes** are answered when their entry is applied on the leader, with its LSN. A write the leader
   appended but loses before commit gets `leadership-lost` (indefinite); a request a non-leader refuses
   gets `not-leader` with the leader it knows (definite).
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.core.config import NodeConfig
-from cluster.core.election import ELECTIONS
+from cluster.core.election import election_class
 from cluster.core.election.base import (
     FOLLOWER,
     KEEP,
@@ -60,11 +62,14 @@ from cluster.core.messages import (
     LeaderSyncDataResponse,
     Message,
     MessageError,
+    ReadIndexRequest,
+    ReadIndexResponse,
     parse_message,
 )
 from cluster.core.statemachine import WRITE_OPS, Outcome, StateMachine
 from cluster.core.storage import Recovered, applied_record, entries_record, leader_record, term_record
 from cluster.core.sync import LeaderSync
+from cluster.core.uncommitted import COMMITTED, READ_CONSISTENCY, UNCOMMITTED, uncommitted_read
 
 CLIENT_OPS = ("read", "status", *WRITE_OPS)
 
@@ -83,6 +88,9 @@ class Ready:
     #: the records are durable before it feeds the core any input that arrived after sending them. A
     #: driver that ignores this field is still correct.
     early: int = 0
+    #: lease mode: client requests to members of the external store, `(member, request)`; the driver sends
+    #: them (after persisting) and feeds each reply back through `Node.store_reply`.
+    requests: list[tuple[str, dict]] = field(default_factory=list)
 
 
 class PeerProgress:
@@ -101,14 +109,35 @@ class PeerProgress:
 
 
 class PendingRead:
-    __slots__ = ("client", "request_id", "key", "round", "read_index")
+    """A read the leader answers once its heartbeat round `round` is confirmed: a client's (answered from
+    the leader's state) or, with `peer` set, a follower's ReadIndexRequest (`request_id` is its read_id)."""
 
-    def __init__(self, client: Hashable, request_id: Any, key: str, round_: int, read_index: int | None) -> None:
+    __slots__ = ("client", "request_id", "key", "round", "read_index", "peer")
+
+    def __init__(self, client: Hashable, request_id: Any, key: str | None, round_: int, read_index: int | None,
+                 peer: str | None = None) -> None:
         self.client = client
         self.request_id = request_id
         self.key = key
         self.round = round_
         self.read_index = read_index
+        self.peer = peer
+
+
+class FollowerRead:
+    """A local read at a non-leader, waiting for the leader's read index (`read_index` None), then for this
+    node to apply up to it; answered `no-read-index` at `deadline`."""
+
+    __slots__ = ("client", "request_id", "key", "deadline", "asked", "asked_at", "read_index")
+
+    def __init__(self, client: Hashable, request_id: Any, key: str, deadline: float) -> None:
+        self.client = client
+        self.request_id = request_id
+        self.key = key
+        self.deadline = deadline
+        self.asked: str | None = None
+        self.asked_at = 0.0
+        self.read_index: int | None = None
 
 
 class RequestError(ValueError):
@@ -127,6 +156,7 @@ class Node:
         self.bug_skip_leader_sync = config.has_bug("skip-leader-sync")
         self.bug_stale_read = config.has_bug("stale-read")
         self.bug_lease_read = config.has_bug("lease-read-wallclock")
+        self.bug_no_fencing = config.has_bug("no-fencing-token")
         self._handlers = {
             LeaderHeartbeat: self._on_heartbeat,
             LeaderHeartbeatResponse: self._on_heartbeat_response,
@@ -137,6 +167,8 @@ class Node:
             FollowerLSNResponse: self._on_lsn_response,
             LeaderSyncDataQuery: self._on_sync_query,
             LeaderSyncDataResponse: self._on_sync_response,
+            ReadIndexRequest: self._on_read_index_request,
+            ReadIndexResponse: self._on_read_index_response,
         }
         self._peer_set = frozenset(config.peers)
 
@@ -154,7 +186,8 @@ class Node:
         self.commit_index = recovered.applied_index
         self.role = FOLLOWER
         self.leader: str | None = None
-        self.election = ELECTIONS[config.mode](self)
+        self.election = election_class(config.mode)(self)
+        self._peer_set = self._peer_set | frozenset(self.election.external_senders)
 
         # Leader state.
         self.progress: dict[str, PeerProgress] = {}
@@ -166,6 +199,10 @@ class Node:
         self.held: list[tuple[Hashable, dict]] = []
         self.pending_writes: dict[int, tuple[Hashable, Any, list[int]]] = {}
         self.pending_reads: deque[PendingRead] = deque()
+        # Local reads at a non-leader, by read id. Ids continue from a random base drawn at the first one,
+        # so a late ReadIndexResponse meant for a previous incarnation cannot match a new read.
+        self.follower_reads: dict[int, FollowerRead] = {}
+        self._next_read_id: int | None = None
         self.round = 0
         self.confirmed_round = 0
         self.read_round_wanted = False
@@ -204,6 +241,8 @@ class Node:
         self.election.on_tick(now)
         if self.role == LEADER:
             self._leader_tick(now)
+        if self.follower_reads:
+            self._follower_reads_tick(now)
         return self._finish()
 
     def receive(self, sender: str, message: Any, now: float, wall: float) -> Ready:
@@ -247,6 +286,12 @@ class Node:
                 self._ready.early = len(self._ready.messages)
         return self._finish()
 
+    def store_reply(self, member: str, reply: Any, now: float, wall: float) -> Ready:
+        """Lease mode: the external store member `member` answered a request of `Ready.requests`."""
+        self._begin(now, wall)
+        self.election.on_store_reply(member, reply, now)
+        return self._finish()
+
     def status(self) -> dict[str, Any]:
         return {"node": self.id, "role": self.role, "term": self.term, "leader": self.leader,
                 "commit_lsn": self.log.lsn_at(self.commit_index), "last_lsn": self.log.last_lsn,
@@ -286,6 +331,13 @@ class Node:
     def journal(self, event: dict) -> None:
         self._ready.journal.append(event)
 
+    @property
+    def wall(self) -> float:
+        return self._wall
+
+    def store_request(self, member: str, request: dict) -> None:
+        self._ready.requests.append((member, request))
+
     def note_supporter(self, peer: str, now: float) -> None:
         progress = self.progress.get(peer)
         if progress is None:
@@ -297,6 +349,27 @@ class Node:
             progress.next_index = progress.match_index + 1
         self._send_appends(peer, progress, now)
 
+    def set_follower_position(self, peer: str, position: int, now: float) -> None:
+        """The mode tells the leader where `peer`'s copy of this leader's log ends (aeron: the AppendPosition
+        of a member joining the live Log; 0 for one gone back into an election): replication to it restarts
+        from there, and commits count it up to there only."""
+        progress = self.progress.get(peer)
+        if progress is None:
+            return
+        progress.heard_at = now
+        progress.match_index = min(position, self.log.last_index)
+        progress.next_index = progress.match_index + 1
+        progress.inflight = 0
+        self._send_appends(peer, progress, now)
+        self._advance_commit()
+
+    def advance_commit(self, index: int) -> None:
+        """The mode learnt that the leader committed up to `index` and this log holds the leader's entries up
+        to there (aeron: CommitPosition over the prefix it verified): commit and apply, never backwards."""
+        index = min(index, self.log.last_index)
+        if index > self.commit_index:
+            self._commit_to(index)
+
     # ------------------------------------------------------------------ plumbing
 
     def _begin(self, now: float, wall: float) -> None:
@@ -307,6 +380,9 @@ class Node:
         ready = self._ready
         election, leader = self.election.next_deadline(), self._leader_deadline()
         ready.next_tick = election if leader is None else leader if election is None else min(election, leader)
+        if self.follower_reads:
+            due = self._follower_reads_deadline()
+            ready.next_tick = due if ready.next_tick is None else min(ready.next_tick, due)
         return ready
 
     def _journal_role(self) -> None:
@@ -337,6 +413,8 @@ class Node:
 
     def _from_leader(self, sender: str, term: int, now: float) -> bool:
         """Admit a leader-only message of term >= ours; False when it must be ignored."""
+        if not self.election.admits_leader(sender, term, now):
+            return False
         if term > self.term:
             self._honour_term(term, sender, now)
             return True
@@ -372,7 +450,7 @@ class Node:
             self._sync_ids += 1
             self.sync = LeaderSync(self, self._sync_ids, now)
             self.sync.begin(now)
-        else:
+        elif not self.election.defers_leadership:
             self.complete_leadership(now)
 
     def restart_sync(self, now: float) -> None:
@@ -381,7 +459,8 @@ class Node:
         self.sync.begin(now)
 
     def adopt_entries(self, first: int, entries: list[Entry], replace: bool) -> None:
-        """Leader sync: take entries fetched from the most up-to-date follower."""
+        """Take entries fetched from another member: leader sync (from the most up-to-date follower) and
+        aeron's archive replication and catchup (from the leader)."""
         if replace:
             truncated = max(0, self.log.last_index - first + 1)
             self._truncating(first)
@@ -438,6 +517,9 @@ class Node:
                                             "still commit", leader=new_leader))
         self.pending_writes = {}
         for read in self.pending_reads:
+            if read.peer is not None:
+                self._refuse_read_index(read.peer, read.request_id)
+                continue
             self._reply(read.client, error_reply(read.request_id, "not-leader",
                                                  "leadership was lost before the read was confirmed",
                                                  leader=new_leader))
@@ -478,7 +560,7 @@ class Node:
         if quorum_timeout > 0 and now - self.leader_since >= quorum_timeout:
             horizon = now - quorum_timeout
             heard = 1 + sum(1 for p in self.progress.values() if p.heard_at >= horizon)
-            if heard < config.majority:
+            if heard < self.election.leader_quorum():
                 self.transition(now, FOLLOWER, leader=None)
                 self.election.on_leader_unknown(now)
 
@@ -525,7 +607,7 @@ class Node:
             self._advance_commit()
 
     def _send_appends(self, peer: str, progress: PeerProgress, now: float) -> None:
-        if not self.accepting:
+        if not self.accepting or not self.election.streams_to(peer):
             return
         log = self.log
         last = log.last_index
@@ -588,7 +670,7 @@ class Node:
             rounds = [self.round]
             rounds.extend(p.acked_round for p in self.progress.values())
             rounds.sort(reverse=True)
-            self._round_confirmed(rounds[self.config.majority - 1], now)
+            self._round_confirmed(self.election.confirmed_round(rounds), now)
         if progress.inflight == 0:
             self._send_appends(sender, progress, now)
 
@@ -624,7 +706,8 @@ class Node:
                                                   last_index=self.log.last_index, last_lsn=self.log.last_lsn))
 
     def _on_append(self, sender: str, message: AppendEntries, now: float) -> None:
-        if message.term < self.term:
+        # The term is the leader's fencing token (lease mode: the store's generation): refuse a lower one.
+        if message.term < self.term and not self.bug_no_fencing:
             self.send(sender, AppendEntriesResponse(term=self.term, success=False, match_index=0, hint_index=0))
             return
         if not self._from_leader(sender, message.term, now):
@@ -720,6 +803,8 @@ class Node:
         self._ready.persist.append(applied_record(self.applied_index))
         if self.pending_reads:
             self._serve_reads()
+        if self.follower_reads:
+            self._serve_follower_reads()
 
     # ------------------------------------------------------------------ client requests
 
@@ -756,15 +841,27 @@ class Node:
             self._reply(client, self._read_reply(request.get("id"), key))
             return
         if self.role != LEADER:
+            if request.get("local") is True and request.get("consistency", COMMITTED) == COMMITTED:
+                self._begin_follower_read(client, request, now)
+                return
             self._reply(client, error_reply(request.get("id"), "not-leader", "this node is not the leader",
                                             leader=self.leader))
             return
+        if request.get("consistency") == UNCOMMITTED:
+            value, lsn = uncommitted_read(self.log, self.applied_index, self.state_machine, key)
+            self._reply(client, {"id": request.get("id"), "ok": True, "value": value, "lsn": lsn})
+            return
         own_term_committed = self.accepting and self.commit_index >= self.term_start_index
-        if self.bug_lease_read and own_term_committed and wall < self.lease_until:
+        if own_term_committed and ((self.bug_lease_read and wall < self.lease_until)
+                                   or self.election.lease_read_allowed(now, wall)):
             self._reply(client, self._read_reply(request.get("id"), key))
             return
-        self.pending_reads.append(PendingRead(client, request.get("id"), key, self.round + 1,
-                                              self.commit_index if own_term_committed else None))
+        self._await_read_round(PendingRead(client, request.get("id"), key, self.round + 1,
+                                           self.commit_index if own_term_committed else None), now)
+
+    def _await_read_round(self, read: PendingRead, now: float) -> None:
+        """Queue a read behind the next heartbeat round; concurrent reads share rounds."""
+        self.pending_reads.append(read)
         if self.confirmed_round >= self.round:
             self._broadcast_heartbeat(now)
         else:
@@ -782,7 +879,110 @@ class Node:
             if read.round > self.confirmed_round or self.applied_index < read.read_index:
                 return
             reads.popleft()
-            self._reply(read.client, self._read_reply(read.request_id, read.key))
+            if read.peer is None:
+                self._reply(read.client, self._read_reply(read.request_id, read.key))
+            else:
+                self._grant_read_index(read.peer, read.request_id, read.read_index)
+
+    # ------------------------------------------------------------------ local (follower) reads
+
+    # A local read at a non-leader is linearizable by read index served on a follower (Raft thesis 6.4):
+    # the node asks the leader for a read index; the leader records its commit index once its term's first
+    # entry is committed and grants it once a majority has acknowledged a heartbeat round sent after the
+    # request arrived (so it still led when the read was already in progress); the node answers once it has
+    # applied up to that index. Every write acknowledged before the read arrived is committed at or below
+    # that index, and committed entries are the same on every node, so the answer is at least as new.
+
+    def _begin_follower_read(self, client: Hashable, request: dict, now: float) -> None:
+        if self.leader is None:
+            self._reply(client, error_reply(request.get("id"), "no-read-index",
+                                            "no leader known to ask for a read index"))
+            return
+        if self._next_read_id is None:
+            self._next_read_id = self.rng.getrandbits(48)
+        read_id = self._next_read_id
+        self._next_read_id += 1
+        read = FollowerRead(client, request.get("id"), request["key"],
+                            now + self.config.effective_read_index_timeout)
+        self.follower_reads[read_id] = read
+        self._ask_read_index(read_id, read, now)
+
+    def _ask_read_index(self, read_id: int, read: FollowerRead, now: float) -> None:
+        assert self.leader is not None
+        read.asked = self.leader
+        read.asked_at = now
+        self.send(self.leader, ReadIndexRequest(term=self.term, read_id=read_id))
+
+    def _follower_reads_tick(self, now: float) -> None:
+        """Answer what is past its deadline; ask again (a new leader, or a lost message) what has no index."""
+        retry = self.config.effective_retry
+        for read_id, read in list(self.follower_reads.items()):
+            if now >= read.deadline:
+                del self.follower_reads[read_id]
+                why = ("no read index from the leader in time" if read.read_index is None
+                       else f"not applied up to read index {read.read_index} in time")
+                self._reply(read.client, error_reply(read.request_id, "no-read-index", why, leader=self.leader))
+            elif read.read_index is not None:
+                continue
+            elif self.role == LEADER:
+                del self.follower_reads[read_id]  # this node leads now: its own read index serves it
+                self._handle_read(read.client, {"id": read.request_id, "key": read.key}, now, self._wall)
+            elif self.leader is not None and (self.leader != read.asked or now >= read.asked_at + retry):
+                self._ask_read_index(read_id, read, now)
+
+    def _follower_reads_deadline(self) -> float:
+        retry = self.config.effective_retry
+        return min(read.deadline if read.read_index is not None else min(read.deadline, read.asked_at + retry)
+                   for read in self.follower_reads.values())
+
+    def _serve_follower_reads(self) -> None:
+        applied = self.applied_index
+        for read_id, read in list(self.follower_reads.items()):
+            if read.read_index is not None and applied >= read.read_index:
+                del self.follower_reads[read_id]
+                self._reply(read.client, self._read_reply(read.request_id, read.key))
+
+    def _on_read_index_request(self, sender: str, message: ReadIndexRequest, now: float) -> None:
+        if message.term > self.term:
+            self._honour_term(message.term, None, now)
+        if self.role != LEADER:
+            self._refuse_read_index(sender, message.read_id)
+            return
+        own_term_committed = self.accepting and self.commit_index >= self.term_start_index
+        if own_term_committed and self.election.lease_read_allowed(now, self._wall):
+            self._grant_read_index(sender, message.read_id, self.commit_index)
+            return
+        self._await_read_round(PendingRead(None, message.read_id, None, self.round + 1,
+                                           self.commit_index if own_term_committed else None, peer=sender), now)
+
+    def _grant_read_index(self, peer: str, read_id: int, read_index: int) -> None:
+        self.send(peer, ReadIndexResponse(term=self.term, read_id=read_id, granted=True, read_index=read_index,
+                                          read_lsn=self.log.lsn_at(read_index)))
+
+    def _refuse_read_index(self, peer: str, read_id: int) -> None:
+        self.send(peer, ReadIndexResponse(term=self.term, read_id=read_id, granted=False, read_index=0,
+                                          read_lsn=[0, 0]))
+
+    def _on_read_index_response(self, sender: str, message: ReadIndexResponse, now: float) -> None:
+        if message.term > self.term:
+            self._honour_term(message.term, sender if message.granted else None, now)
+        read = self.follower_reads.get(message.read_id)
+        if read is None or read.read_index is not None:
+            return  # answered, timed out, or a duplicate
+        if not message.granted:
+            if self.leader is not None and self.leader != sender and self.role != LEADER:
+                self._ask_read_index(message.read_id, read, now)
+            elif self.role != LEADER:
+                del self.follower_reads[message.read_id]
+                self._reply(read.client, error_reply(read.request_id, "no-read-index",
+                                                     f"{sender} does not lead and no other leader is known"))
+            return
+        read.read_index = message.read_index
+        # Same index and LSN means the same prefix (log matching), so the commit point is ours too.
+        if message.read_index > self.commit_index and self.log.matches(message.read_index, message.read_lsn):
+            self._commit_to(message.read_index)  # applies, and serves the reads waiting for it
+        else:
+            self._serve_follower_reads()
 
     def _read_reply(self, request_id: Any, key: str) -> dict:
         value, lsn = self.state_machine.read(key)
@@ -819,6 +1019,10 @@ def _validate_request(request: Any) -> str:
         return op
     if not isinstance(request.get("key"), str):
         raise RequestError(f"{op} needs a string 'key'")
+    if op == "read" and request.get("consistency", COMMITTED) not in READ_CONSISTENCY:
+        raise RequestError(f"read 'consistency' must be one of {', '.join(READ_CONSISTENCY)}")
+    if op == "read" and not isinstance(request.get("local", False), bool):
+        raise RequestError("read 'local' must be true (served by this node) or false")
     if op == "cas":
         value = request.get("value")
         if not isinstance(value, list) or len(value) != 2:

@@ -1,4 +1,4 @@
-"""The client against scripted fake nodes on 127.0.0.1: pipelining, redirects, ok/fail/info."""
+"""The client against scripted fake nodes on 127.0.0.1: pipelining, redirects, failover, ok/fail/info."""
 
 import asyncio
 import json
@@ -207,6 +207,126 @@ def test_connection_refused_is_a_definite_fail():
 
     result = run(scenario())
     assert (result.type, result.error, result.node) == ("fail", "connection-refused", "n1")
+
+
+async def dead_address():
+    """An address where nothing listens any more: connecting is refused at once."""
+    fake = FakeNode(ok())
+    address = await fake.start()
+    await fake.stop()
+    return address
+
+
+def test_a_refused_connection_fails_over_to_the_next_node_which_is_then_remembered():
+    async def scenario():
+        nodes, fakes = await cluster_of(n2=ok(lsn=(2, 5)), n3=ok())
+        nodes = {"n1": await dead_address(), **nodes}
+        async with Client(nodes) as client:
+            first = await client.write("k", 1)
+            second = await client.write("k", 2)
+        return first, second, client.leader_hint, fakes
+
+    first, second, hint, fakes = run(scenario())
+    assert (first.type, first.node, first.redirects, first.lsn) == ("ok", "n2", 1, (2, 5))
+    assert (second.node, second.redirects) == ("n2", 0)  # straight to the node that answered
+    assert hint == "n2" and fakes["n3"].requests == []
+
+
+def test_not_leader_without_a_leader_tries_every_node_once_then_fails_definitely():
+    async def scenario():
+        nodes, fakes = await cluster_of(n1=not_leader(None), n2=not_leader(None), n3=not_leader(None))
+        async with Client(nodes) as client:
+            return await client.write("k", 1, node="n2"), fakes
+
+    result, fakes = run(scenario())
+    assert (result.type, result.error, result.node, result.redirects) == ("fail", "not-leader", "n1", 2)
+    assert [len(fakes[n].requests) for n in ("n1", "n2", "n3")] == [1, 1, 1]  # n2, then n3, then n1
+
+
+def test_every_node_refusing_is_one_definite_fail_after_trying_each_once():
+    async def scenario():
+        nodes = {name: await dead_address() for name in ("n1", "n2", "n3")}
+        async with Client(nodes) as client:
+            return await client.write("k", 1)
+
+    result = run(scenario())
+    assert (result.type, result.error, result.node, result.redirects) == ("fail", "connection-refused", "n3", 2)
+
+
+def test_failover_skips_a_redirect_to_a_node_that_already_refused():
+    async def scenario():
+        nodes, fakes = await cluster_of(n2=not_leader("n1"), n3=ok())
+        nodes = {"n1": await dead_address(), **nodes}
+        async with Client(nodes) as client:
+            client.leader_hint = "n1"  # remembered from before n1 died
+            return await client.write("k", 1), client.leader_hint, fakes
+
+    result, hint, fakes = run(scenario())
+    assert (result.type, result.node, result.redirects) == ("ok", "n3", 2)
+    assert hint == "n3" and len(fakes["n2"].requests) == 1
+
+
+def test_a_timeout_is_info_and_never_tried_elsewhere():
+    async def scenario():
+        nodes, fakes = await cluster_of(n1=lambda request: None, n2=ok())
+        async with Client(nodes) as client:
+            return await client.write("k", 1, timeout=0.05), fakes
+
+    result, fakes = run(scenario())
+    assert (result.type, result.error, result.node) == ("info", "timeout", "n1")
+    assert fakes["n2"].requests == []
+
+
+def test_a_connection_lost_after_sending_is_info_and_forgets_that_node_as_leader():
+    async def scenario():
+        nodes, fakes = await cluster_of(n1=lambda request: CLOSE, n2=ok())
+        async with Client(nodes) as client:
+            client.leader_hint = "n1"
+            lost = await client.write("k", 1)
+            return lost, client.leader_hint, fakes
+
+    lost, hint, fakes = run(scenario())
+    assert (lost.type, lost.error, lost.node) == ("info", "connection-lost", "n1")
+    assert hint is None and fakes["n2"].requests == []  # the possibly applied write is not sent again
+
+
+def test_a_connection_attempt_is_bounded_by_connect_timeout_and_then_fails_over(monkeypatch):
+    import cluster.client as client_module
+
+    real_open = asyncio.open_connection
+
+    async def black_hole_or_real(host, port, **kwargs):
+        if port == 9:  # a host that drops the SYN: connecting hangs
+            await asyncio.get_running_loop().create_future()
+        return await real_open(host, port, **kwargs)
+
+    monkeypatch.setattr(client_module.asyncio, "open_connection", black_hole_or_real)
+
+    async def scenario():
+        nodes, fakes = await cluster_of(n2=ok())
+        async with Client({"n1": ("127.0.0.1", 9), **nodes}, timeout=5.0, connect_timeout=0.05) as client:
+            started = asyncio.get_running_loop().time()
+            result = await client.write("k", 1)
+            return result, asyncio.get_running_loop().time() - started
+
+    result, took = run(scenario())
+    assert (result.type, result.node, result.redirects) == ("ok", "n2", 1)
+    assert took < 2.0  # the connect attempt gave up long before the operation's 5 s
+
+
+def test_a_local_read_is_sent_marked_and_never_redirected_nor_failed_over():
+    async def scenario():
+        nodes, fakes = await cluster_of(n1=not_leader("n2"), n2=ok("v"))
+        nodes["n3"] = await dead_address()
+        async with Client(nodes) as client:
+            at_n1 = await client.read("k", node="n1", local=True)
+            at_n3 = await client.read("k", node="n3", local=True)
+        return at_n1, at_n3, fakes
+
+    at_n1, at_n3, fakes = run(scenario())
+    assert (at_n1.type, at_n1.error, at_n1.node, at_n1.redirects) == ("fail", "not-leader", "n1", 0)
+    assert fakes["n1"].requests[0]["local"] is True and fakes["n2"].requests == []
+    assert (at_n3.type, at_n3.error, at_n3.node) == ("fail", "connection-refused", "n3")
 
 
 def test_a_request_over_the_line_limit_is_never_sent():

@@ -1,13 +1,15 @@
 """Hypothesis state-machine tests: 3-5 node cores under random delivery, drops, duplicates, reordering,
 partitions, crashes (losing everything not persisted, also between a leader's early AppendEntries and
 its own persist; at most a minority down at once, while partitions can cut off any majority) and
-restarts, with client writes, compare-and-sets, reads and queue operations.
+restarts, with client writes, compare-and-sets, reads (at the leader, and local reads at any node) and
+queue operations.
 
 Invariants (checked after every step by `core_network.Observer`): at most one leader per term; committed
 entries never change; applied LSNs strictly increase on every node; writes are acknowledged only once
-committed; no read returns a value older than a write acknowledged before it was sent. They must hold in
-both modes with every bug off, and must trip with `vote-twice` on, which the last tests assert (the
-failure is found within the example budget, not just possible).
+committed; no read, local follower reads included, returns a value older than a write acknowledged before
+it was sent. They must hold in both modes with every bug off, and must trip with `vote-twice` on, which the last tests assert (the
+failure is found within the example budget, not just possible), as must the read invariant when a follower
+answers local reads without a read index.
 
 Budgets are deliberate: a few seconds per test in the default run, derandomized so the run is the same
 every time. `HYPOTHESIS_SCALE=20` multiplies the examples (with fresh randomness) when hunting.
@@ -22,6 +24,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
+from cluster.core.node import Node
 from tests.cluster.core_network import CoreNetwork
 
 FAST = {"heartbeat_interval": 0.1, "missed_heartbeats": 3, "election_random_wait": 0.3,
@@ -149,6 +152,13 @@ class ClusterMachine(RuleBasedStateMachine):
         if self.net.up(self._node(n)):
             self.net.send_request(self._node(n), {"op": "read", "key": key})
 
+    @rule(key=st.sampled_from(["x", "y"]))
+    def local_reads(self, key: str) -> None:
+        """A local read at every node that is up, each served by that node (followers: by read index)."""
+        for node_id in self.net.ids:
+            if self.net.up(node_id):
+                self.net.send_request(node_id, {"op": "read", "key": key, "local": True})
+
     @rule(n=TARGET, guid=st.sampled_from(["g1", "g2", "g3"]))
     def put(self, n: int, guid: str) -> None:
         if self.net.up(self._node(n)):
@@ -196,3 +206,16 @@ def test_vote_twice_is_found(machine: type[ClusterMachine]) -> None:
     found = settings(_budget(examples=200, steps=80), phases=[Phase.generate])
     with pytest.raises(AssertionError, match="has two leaders"):
         run_state_machine_as_test(machine, settings=found)
+
+
+def test_a_local_read_served_without_a_read_index_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read invariant covers local reads: a follower that answers one from its own state at once,
+    without the leader's read index, is caught serving a stale value."""
+
+    def answer_at_once(node: Node, client: object, request: dict, now: float) -> None:
+        node._reply(client, node._read_reply(request.get("id"), request["key"]))
+
+    monkeypatch.setattr(Node, "_begin_follower_read", answer_at_once)
+    found = settings(_budget(examples=100, steps=80), phases=[Phase.generate])
+    with pytest.raises(AssertionError, match="served a stale read"):
+        run_state_machine_as_test(BlazingMQMachine, settings=found)

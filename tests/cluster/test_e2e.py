@@ -1,7 +1,8 @@
 """End to end: three real node processes on 127.0.0.1 (``python -m cluster.node``).
 
-Elect, write through every node, read, SIGKILL the leader, see a new leader, restart the killed node over
-a torn storage tail, and check that no acknowledged write was lost; bad input on a client connection; bad
+Elect, write through every node, read, SIGKILL the leader, see a new leader, fail a write over from the
+dead node, restart the killed node over a torn storage tail, and check that no acknowledged write was lost
+(local reads on every node); bad input on a client connection; bad
 configuration. Every process is killed in teardown (the ``three_nodes`` fixture).
 """
 
@@ -80,6 +81,11 @@ def test_elect_write_kill_leader_restart_and_lose_nothing(three_nodes):
             survivors = [n for n in cluster.nodes if n != leader]
             new_leader, new_term, _ = await find_leader(client, survivors, min_term=term + 1, timeout=10)
             assert new_leader != leader and new_term > term
+            # Sent to the dead node first: refused, so the client fails over instead of failing.
+            client.leader_hint = None
+            result = await write_until_definite(client, "after-kill", "x", leader)
+            assert result.ok and result.node != leader and result.redirects >= 1, result
+            acked["after-kill"] = ("x", list(result.lsn))
             for node_id in survivors:
                 key = f"after-{node_id}"
                 result = await write_until_definite(client, key, node_id, node_id)
@@ -101,6 +107,11 @@ def test_elect_write_kill_leader_restart_and_lose_nothing(three_nodes):
             for key, (value, _) in acked.items():
                 read = await client.read(key)
                 assert read.ok and read.value == value, (key, read)
+            # Local reads: every node, the restarted follower included, answers from its own state.
+            for node_id in cluster.nodes:
+                for key, (value, lsn) in acked.items():
+                    read = await client.read(key, node=node_id, local=True)
+                    assert (read.ok, read.node, read.value, list(read.lsn)) == (True, node_id, value, lsn), read
             status = await client.status(leader)
             assert status.ok and status.value["role"] in ("follower", "leader") and status.value["term"] >= new_term
         return killed

@@ -158,12 +158,13 @@ class FakeClock:
         return self.now
 
 
-def runtime_with(tmp_path, core, effects, clock):
-    options = parse_options([*BASE, "--data-dir", str(tmp_path)])
+def runtime_with(tmp_path, core, effects, clock, *args):
+    options = parse_options([*BASE, "--data-dir", str(tmp_path), *args])
     runtime = NodeRuntime(options, core, FakeStorage(effects), FakeJournal(effects), None, random.Random(1),
                           clock=clock, wall=lambda: 5000.0)
     for peer, link in runtime._links.items():
         link.send = lambda message, peer=peer: effects.done.append(("send", peer, message["type"]))
+        link.push = lambda peer=peer: effects.done.append(("push", peer))
     return runtime
 
 
@@ -221,6 +222,55 @@ def test_steps_before_the_first_fsync_release_their_output_without_waiting_for_i
         ("journal", ["append"], 5000.0),
         ("send", "n2", "AppendEntries"),
     ]
+
+
+def test_a_leaders_early_append_entries_leave_before_its_fsync_and_the_rest_after(tmp_path):
+    effects = Effects()
+    clock = FakeClock()
+    append = [("n2", {"type": "AppendEntries"}), ("n3", {"type": "AppendEntries"})]
+    write = Ready(persist=[{"t": "entries"}], journal=[{"event": "append"}], messages=list(append), early=2)
+    vote = Ready(persist=[{"t": "term"}], messages=[("n3", {"type": "VoteResponse"})])
+    late_write = Ready(persist=[{"t": "entries"}], messages=[("n2", {"type": "AppendEntries"})], early=1)
+    # Steps in order: the write, a vote (term record), another write (inputs are scripted in that order).
+    runtime = runtime_with(tmp_path, ScriptedCore([write, vote, late_write]), effects, clock)
+    runtime._next_tick = 1000.0
+    connection = ClientConnection(1, FakeWriter(effects))
+    for n in range(2):
+        runtime._on_client_line(connection, {"id": n, "op": "write", "key": "k", "value": n})
+    runtime._inbox.append(("peer", "n3", {"type": "VoteRequest"}))
+    runtime._turn()
+    assert effects.done == [
+        ("send", "n2", "AppendEntries"),  # the write's entries travel while the leader fsyncs them
+        ("send", "n3", "AppendEntries"),
+        ("push", "n2"),
+        ("push", "n3"),
+        ("persist-synced", ["entries", "term", "entries"]),
+        ("journal", ["append"], 5000.0),
+        ("send", "n3", "VoteResponse"),
+        ("send", "n2", "AppendEntries"),  # after a step with a term record: waits for the fsync
+    ]
+
+
+def test_without_fsync_nothing_is_sent_early(tmp_path):
+    effects = Effects()
+    write = Ready(persist=[{"t": "entries"}], messages=[("n2", {"type": "AppendEntries"})], early=1)
+    runtime = runtime_with(tmp_path, ScriptedCore([]), effects, FakeClock(), "--fsync", "never")
+    runtime._execute([(write, 0.0)])
+    assert effects.done == [("persist-synced", ["entries"]), ("send", "n2", "AppendEntries")]
+
+
+def test_a_peer_link_pushes_its_queue_into_an_open_connection_at_once(tmp_path):
+    effects = Effects()
+    link = PeerLink("n1", "n2", ("127.0.0.1", 1), random.Random(1))
+    link.send({"type": "LeaderHeartbeat", "term": 1})
+    link.push()  # not connected: the queue waits for the link's task
+    assert len(link._queue) == 1 and effects.done == []
+    link._writer = FakeWriter(effects)
+    link.send({"type": "AppendEntries", "term": 1})
+    link.push()
+    assert not link._queue and link._queued_bytes == 0
+    [(kind, data)] = effects.done
+    assert data.count(b"\n") == 2 and data.index(b"LeaderHeartbeat") < data.index(b"AppendEntries")
 
 
 def test_a_due_timer_ticks_the_core_before_the_inputs(tmp_path):

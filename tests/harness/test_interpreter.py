@@ -110,6 +110,7 @@ class FakeCluster:
         self.fail_values: set[int] = set()  # writes of these values fail definitely
         self.closed_clients = 0
         self.opened: list[int] = []
+        self.invoked: list[Op] = []
 
     async def status(self, node: str, timeout: float) -> Mapping[str, Any]:
         if node in self.paused:
@@ -128,6 +129,7 @@ class FakeClient:
         cluster.opened.append(process)
 
     async def invoke(self, op: Op) -> Mapping[str, Any]:
+        self.cluster.invoked.append(op)
         await asyncio.sleep(0.01)
         node = op.node or self.cluster.leader
         if op.f == "write":
@@ -334,6 +336,22 @@ def test_think_time_paces_each_process_and_final_reads_cover_every_key_used(tmp_
         assert len(calls) == 5
         assert all(abs(b - a - 510_000_000) < TOLERANCE for a, b in itertools.pairwise(calls))
     assert workload.final_keys == [sorted(KEYS)] * len(NODES)
+
+
+class LocalReadWorkload(FakeWorkload):
+    """Final reads that leave the node to the interpreter and ask that node to serve them itself."""
+
+    def final_ops(self, node: str, keys) -> FinalOps:
+        for key in keys:
+            yield Op("read", key, local=True)
+
+
+def test_final_ops_get_their_node_and_keep_being_local_reads(tmp_path) -> None:
+    config = InterpreterConfig(concurrency=1, time_limit=1.0)
+    history, _, cluster, _ = _run(tmp_path, config=config, with_nemesis=False, workload=LocalReadWorkload())
+    final = [op for op in cluster.invoked if op.local]
+    assert [(op.node, op.key) for op in final] == [(n, k) for n in NODES for k in sorted(KEYS)]
+    assert all(op.f == "read" for op in final)
 
 
 def test_config_rejects_impossible_values() -> None:

@@ -62,6 +62,16 @@ def test_a_read_returns_what_it_saw() -> None:
     assert completion["value"] == 1000003 and completion["lsn"] == [2, 9]
 
 
+def test_a_local_read_asks_its_node_to_serve_it_and_a_plain_read_does_not() -> None:
+    fake = FakeClient(Result("ok", value=4, lsn=(2, 9), node="n3"), Result("ok", value=4, lsn=(2, 9), node="n1"))
+    client = ClusterWorkloadClient(fake, timeout=3.0)
+    completion = run(client, Op("read", "k0", node="n3", local=True))
+    run(client, Op("read", "k0"))
+    assert fake.calls == [("read", ("k0",), {"node": "n3", "timeout": 3.0, "local": True}),
+                          ("read", ("k0",), {"node": None, "timeout": 3.0})]
+    assert (completion["type"], completion["node"]) == ("ok", "n3")
+
+
 def test_put_sends_value_and_guid_as_the_cluster_expects() -> None:
     fake = FakeClient(Result("ok", lsn=(1, 4), node="n1"))
     run(ClusterWorkloadClient(fake), Op("put", "q0", {"guid": "g-9", "value": 11}))

@@ -159,10 +159,14 @@ def test_queue_confirms_only_follow_consumes() -> None:
     assert "confirm" not in {op.f for op in islice(never.stream(0), 500)}
 
 
-def test_register_final_phase_reads_every_key_at_the_node() -> None:
+def test_register_final_phase_reads_every_key_at_the_node_itself() -> None:
     workload = RegisterWorkload(random.Random(1))
     ops = list(workload.final_ops("n2", ["k10", "k2", "k0", "k2"]))
-    assert ops == [Op("read", k, None, node="n2") for k in ("k0", "k2", "k10")]
+    assert ops == [Op("read", k, None, node="n2", local=True) for k in ("k0", "k2", "k10")]
+    assert Op.from_json(ops[0].to_json()) == ops[0] and ops[0].to_json()["local"] is True
+    assert "local" not in Op("read", "k0").to_json()
+    with pytest.raises(ValueError, match="only a read can be local"):
+        Op("write", "k0", 1, local=True)
 
 
 def test_queue_final_phase_drains_until_empty_and_confirms_each_message() -> None:

@@ -15,9 +15,10 @@ A mode also declares:
   winner holds every committed entry (raft, seed 003 isUptoDate);
 * `commit_point`: how many replicas commit an entry (a majority unless the mode says otherwise).
 
-Later modes implement the same class, their extra states internal to the mode: aeron (seed 001) as a
-`TimedElection`-like state machine over CANVASS/NOMINATE/BALLOT whose ballot rule prefers the highest log
-position, with `leader_sync` for its LEADER_LOG_REPLICATION; fluvio (seed 002) as a mode that follows a
+Later modes implement the same class, their extra states internal to the mode: aeron (seed 001) as its
+own Election state machine (CANVASS, NOMINATE, the ballots, the leader's and the follower's log
+replication and catchup) that gates the shared replication until its election closes
+(`defers_leadership`, `admits_leader`, `streams_to`); fluvio (seed 002) as a mode that follows a
 controller's decisions (its messages), overriding `commit_point` with the Live Replica Set; lease (seed
 003) as a mode whose leader is whoever holds the key of an external store.
 """
@@ -81,6 +82,28 @@ class ElectionHost(Protocol):
     def note_supporter(self, peer: str, now: float) -> None:
         """A follower announced (unsolicited) that it follows this leader."""
 
+    @property
+    def wall(self) -> float:
+        """The node's wall clock at the current input (only the lease mode's `lease-own-clock` bug reads it)."""
+
+    def store_request(self, member: str, request: dict) -> None:
+        """Send a client request to a member of the external store (lease mode; `Ready.requests`)."""
+
+    # Used by a mode that moves log entries itself before its election closes (aeron).
+    commit_index: int
+
+    def complete_leadership(self, now: float) -> None:
+        """Append the leader's first entry of its term (the no-op) and start serving (`defers_leadership`)."""
+
+    def adopt_entries(self, first: int, entries: list[dict], replace: bool) -> None:
+        """Put `entries` into the log at index `first`, replacing everything from there if `replace`."""
+
+    def advance_commit(self, index: int) -> None:
+        """Commit (and apply) up to `index`, which the mode knows the leader committed and this log holds."""
+
+    def set_follower_position(self, peer: str, position: int, now: float) -> None:
+        """On the leader: `peer`'s copy of this leader's log ends at `position`; replicate to it from there."""
+
 
 class Election(ABC):
     """Base of election modes. The node calls these hooks; the mode calls back through `host`."""
@@ -88,6 +111,11 @@ class Election(ABC):
     mode: ClassVar[str]
     messages: ClassVar[tuple[type[Message], ...]]
     leader_sync: ClassVar[bool]
+    #: ids that are not peers but may send this mode's messages (fluvio: the controller)
+    external_senders: ClassVar[tuple[str, ...]] = ()
+    #: the mode calls `host.complete_leadership` itself once its leader states are done (aeron: CLOSED),
+    #: instead of the node doing it on winning (or after leader sync)
+    defers_leadership: ClassVar[bool] = False
 
     def __init__(self, host: ElectionHost) -> None:
         self.host = host
@@ -123,6 +151,35 @@ class Election(ABC):
         (the leader's included), sorted from highest to lowest. Default: a majority (seed 000 "N/2 + 1").
         A mode with another rule overrides it (fluvio, seed 002: every member of the Live Replica Set)."""
         return stored[self.host.config.majority - 1]
+
+    def confirmed_round(self, rounds: list[int]) -> int:
+        """The newest heartbeat round enough replicas acknowledged to confirm leadership for reads, given
+        each member's newest acknowledged round (the leader's own round first), sorted from highest to
+        lowest. Default: a majority; fluvio: every member of the Live Replica Set."""
+        return rounds[self.host.config.majority - 1]
+
+    def leader_quorum(self) -> int:
+        """How many members (the leader included) a leader must have heard from within
+        `leader_quorum_timeout` to keep leading. Default: a majority; fluvio: 1, its SC decides."""
+        return self.host.config.majority
+
+    def on_store_reply(self, member: str, reply: dict, now: float) -> None:
+        """The external store answered a `store_request` (lease mode); other modes make none."""
+        return None
+
+    def lease_read_allowed(self, now: float, wall: float) -> bool:
+        """Whether the leader may answer a read locally under a lease (lease mode); default never."""
+        return False
+
+    def admits_leader(self, sender: str, term: int, now: float) -> bool:
+        """Whether a follower takes a leader message (heartbeat, AppendEntries, sync) of `term` >= its own
+        from `sender` now. Default always; aeron: only once its election has joined that leader's live Log."""
+        return True
+
+    def streams_to(self, peer: str) -> bool:
+        """Whether the leader sends AppendEntries to `peer`. Default always; aeron: only to followers that
+        joined the live Log (the others are back-filled by the election)."""
+        return True
 
 
 class TimedElection(Election):
