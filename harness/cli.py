@@ -19,6 +19,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from rich.console import Console, Group
@@ -30,6 +31,7 @@ from checkers.verdict import UNKNOWN, Valid, exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
 from harness.interpreter import RunStats
 from harness.report.cli import add_report_parser, add_serve_parser
+from harness.report.publish import publish
 from harness.run import (
     DBS,
     EXIT_BAD_CONFIG,
@@ -241,6 +243,9 @@ def _print_result(console: Console, result: RunResult) -> None:
     console.print(Text.assemble(("verdict ", "bold"), (word, style), f"   {results.get('ops', 0)} operations, "
                                 f"{results.get('duration_s', 0):g} s, seed {result.spec.seed}"))
     console.print(f"run stored in {result.run_dir}")
+    report = Path(result.run_dir) / "report.html" if result.run_dir is not None else None
+    if report is not None and report.is_file():
+        console.print(f"report: {report}")
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
@@ -277,6 +282,7 @@ def _analyze(console: Console, result: RunResult) -> None:
         return
     result.results = outcome.results
     result.valid = outcome.valid
+    publish(result.run_dir)  # the page shows the pipeline's verdict, not the direct one
     if result.error is None:
         result.exit_code = exit_code(outcome.valid)
 

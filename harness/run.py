@@ -37,6 +37,7 @@ from harness.db.cluster import PID_FILE, ClusterDB
 from harness.fault_driver import ClusterNemesis, heal_everything
 from harness.history import HistoryWriter
 from harness.interpreter import Interpreter, InterpreterConfig, RunStats
+from harness.report.publish import publish
 from nemesis.generator import NemesisOptions, ScheduledFault, parse_nemesis, schedule_from_jsonl
 from nemesis.generator import generate_schedule as generate_nemesis_schedule
 from nemesis.shell import FakeTime, ShellNemesis, install_faketime, vendored_libfaketime
@@ -350,6 +351,8 @@ def run(
 
             # 5. Interpret.
             history = HistoryWriter(run_dir.history)
+            # Epoch seconds at history time 0: lets the report place node journals on the history's axis.
+            timings["history_started_wall"] = time.time()
             stack.callback(history.close)
             asyncio.run(_interpret(comp, deployment, remotes, history, schedule, stats))
             timings["interpreted_s"] = round(time.monotonic() - started, 3)
@@ -515,6 +518,7 @@ def check_run(
     if stats is not None:
         results["stats"] = stats.to_json()
     store.write_json(run_dir.results, results)
+    publish(run_dir.path)
     return results
 
 

@@ -98,6 +98,10 @@ def test_a_short_chaos_run_is_stored_with_history_journals_and_a_verdict(docker_
     assert results["valid"] is True, summaries
     assert result.exit_code == 0
     assert results["ops"] == len(client_ops)
+    # Every judged run ends in its report, and the store's index lists it.
+    report = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert "VALID" in report.upper() and str(results["seed"]) in report
+    assert (run_dir.parent.parent / "index.html").is_file()
     assert (run_dir / "harness.log").read_text().count("teardown:") == 5
     assert run_ids and _leftovers(docker_engine, run_ids[0]) == []
 
