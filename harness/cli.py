@@ -31,7 +31,6 @@ from checkers.verdict import UNKNOWN, Valid, exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
 from harness.interpreter import RunStats
 from harness.report.cli import add_report_parser, add_serve_parser
-from harness.report.publish import publish
 from harness.run import (
     DBS,
     EXIT_BAD_CONFIG,
@@ -282,7 +281,6 @@ def _analyze(console: Console, result: RunResult) -> None:
         return
     result.results = outcome.results
     result.valid = outcome.valid
-    publish(result.run_dir)  # the page shows the pipeline's verdict, not the direct one
     if result.error is None:
         result.exit_code = exit_code(outcome.valid)
 

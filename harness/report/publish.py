@@ -13,7 +13,7 @@ import logging
 import os
 from pathlib import Path
 
-from harness.report.index import write_index
+from harness.report.index import write_index, write_suite_page
 from harness.report.render import write_report
 
 log = logging.getLogger(__name__)
@@ -24,17 +24,37 @@ def store_of(run_dir: Path) -> Path:
     return run_dir.resolve().parent.parent
 
 
-def publish(run_dir: str | os.PathLike[str]) -> Path | None:
-    """Write ``run_dir/report.html`` and ``<store>/index.html``; return the report's path, or None if it
-    could not be written (the reason is logged)."""
-    run_dir = Path(run_dir)
+def write_report_safely(run_dir: str | os.PathLike[str]) -> Path | None:
+    """Write ``run_dir/report.html``; return its path, or None if it could not be written (logged)."""
     try:
-        report = write_report(run_dir)
+        return write_report(run_dir)
     except Exception as exc:  # noqa: BLE001 - the verdict stands without its page
         log.error("could not write the report of %s: %s: %s", run_dir, type(exc).__name__, exc)
         return None
+
+
+def write_index_safely(store: str | os.PathLike[str]) -> Path | None:
+    """Rewrite ``store/index.html``; return its path, or None if it could not be written (logged)."""
     try:
-        write_index(store_of(run_dir))
+        return write_index(store)
     except Exception as exc:  # noqa: BLE001 - the index is rebuilt by `harness report`
-        log.error("could not refresh the store index for %s: %s: %s", run_dir, type(exc).__name__, exc)
+        log.error("could not refresh the store index %s: %s: %s", store, type(exc).__name__, exc)
+        return None
+
+
+def write_suite_page_safely(suite_dir: str | os.PathLike[str]) -> Path | None:
+    """Write a suite directory's summary page; return its path, or None if it could not be (logged)."""
+    try:
+        return write_suite_page(suite_dir)
+    except Exception as exc:  # noqa: BLE001 - the suite's verdict and junit.xml stand without the page
+        log.error("could not write the suite page of %s: %s: %s", suite_dir, type(exc).__name__, exc)
+        return None
+
+
+def publish(run_dir: str | os.PathLike[str]) -> Path | None:
+    """Write ``run_dir/report.html`` and ``<store>/index.html``; return the report's path, or None if it
+    could not be written (the reason is logged)."""
+    report = write_report_safely(run_dir)
+    if report is not None:
+        write_index_safely(store_of(Path(run_dir)))
     return report

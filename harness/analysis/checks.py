@@ -1,0 +1,414 @@
+"""Which checkers run on a stored run, where they run in Spark, and how their verdicts become
+``results.json``.
+
+The checkers are the pure functions of ``checkers/``, called through :mod:`checkers.registry` (one
+source of truth for what each is given and when it applies, and ``check_safe``: a checker that raises
+is ``unknown``, never a pass). Two placements:
+
+* **Run-level** (``single-leader-per-term``, ``lsn-monotonicity``, ``durability``): inside the ingestion
+  task of the run (:func:`run_level_checks`), on the history and journals that task just parsed.
+* **Linearizability, per run and key**: a later stage groups the ``operations`` rows by (test, run,
+  key) and checks each group in its own task (:func:`linearizability_task`, ``applyInArrow``). This is
+  exact: linearizability is P-compositional (each key is an independent object, Horn & Kroening 2015),
+  which the checker itself exploits; running keys as separate Spark tasks spreads one big run over every
+  core. :func:`merge_linearizability` folds the per-key verdicts back into the run's one verdict.
+
+Malformed input never yields ``true``: a checker whose input could not be read entirely is ``unknown``
+naming the file and line, unless what could be read already shows an anomaly (``false`` stands, since
+the evidence is real).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkers.history import NEMESIS, History, JournalEvent, Operation
+from checkers.leader import STATUS
+from checkers.registry import CHECKERS, MODEL_NAMES, CheckInput, applicable, run_checker
+from checkers.verdict import UNKNOWN, Valid, Verdict, worst
+from harness.analysis.dataset import valid_text, valid_value
+
+LINEARIZABLE = "linearizable"
+# Checkers that read the journals when there are any, and so cannot pass on a partial set of them.
+READS_JOURNALS = ("single-leader-per-term", "lsn-monotonicity", "durability")
+# Checkers that can still judge the journals alone when the history is unreadable.
+JOURNAL_ONLY = ("single-leader-per-term", "lsn-monotonicity")
+WORKLOAD_MODELS = {"register": "cas-register", "cas-register": "cas-register", "kv": "kv", "queue": "queue"}
+# What the controller writes into results.json about the run itself; re-analysis keeps it.
+CONTROLLER_FIELDS = ("error", "teardown_errors", "stats")
+# Output columns of the per-key linearizability stage.
+LIN_COLUMNS: dict[str, str] = {
+    "test": "string",
+    "run": "string",
+    "key_json": "string",
+    "first_id": "long",
+    "valid": "string",
+    "summary": "string",
+    "counterexample_json": "string",
+    "stats_json": "string",
+}
+
+
+@dataclass(frozen=True)
+class RunParams:
+    """The test parameters the analysis groups and checks by, read from ``test.json``."""
+
+    mode: str | None = None
+    workload: str | None = None
+    nemesis: str | None = None
+    bugs: str = "none"
+    model: str | None = None
+    model_inferred: bool = False
+    final_after: int | None = None
+    # The checkers test.json asks for (the workload's); ``None``: every checker that applies.
+    checkers: tuple[str, ...] | None = None
+    command: str | None = None
+
+
+def _name(value: Any) -> str | None:
+    """A spec entry's name: the string itself, a dict's ``name``/``type``, or a list's names joined."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        inner = value.get("name") or value.get("type")
+        return str(inner) if inner is not None else None
+    if isinstance(value, list | tuple):
+        names = [n for n in (_name(v) for v in value) if n]
+        return "+".join(names) if names else "none"
+    return str(value)
+
+
+def infer_model(history: History | None) -> str | None:
+    """The model the operations speak: queue, kv, cas-register or register (``None``: no operations)."""
+    if history is None:
+        return None
+    fs = {op.f for op in history.ops if op.f != STATUS}
+    if not fs:
+        return None
+    if fs & {"consume", "dequeue", "drain", "confirm"}:
+        return "queue"
+    if fs & {"append", "get"}:
+        return "kv"
+    if "cas" in fs:
+        return "cas-register"
+    return "register"
+
+
+def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
+    """Test parameters from ``test.json``; the model is inferred from the operations if it names none."""
+    db = spec.get("db") if isinstance(spec.get("db"), Mapping) else {}
+    workload = spec.get("workload")
+    bugs = spec.get("bugs", db.get("bugs"))
+    bug_names = sorted(b for b in (bugs if isinstance(bugs, list | tuple) else [bugs]) if b) if bugs else []
+    model = spec.get("model")
+    if model is None and isinstance(workload, Mapping):
+        model = workload.get("model")
+    if model is None:
+        model = WORKLOAD_MODELS.get(_name(workload) or "")
+    inferred = False
+    if model not in MODEL_NAMES:
+        model, inferred = infer_model(history), True
+    final_after = spec.get("final_after_ns")
+    checkers = spec.get("checkers")
+    command = spec.get("command")
+    return RunParams(
+        mode=_name(spec.get("mode", db.get("mode"))),
+        workload=_name(workload),
+        nemesis=_name(spec.get("nemesis")) or "none",
+        bugs="+".join(str(b) for b in bug_names) or "none",
+        model=model,
+        model_inferred=inferred,
+        final_after=final_after
+        if isinstance(final_after, int) and not isinstance(final_after, bool)
+        else None,
+        checkers=tuple(str(c) for c in checkers) if isinstance(checkers, list | tuple) else None,
+        command=command if isinstance(command, str) else None,
+    )
+
+
+@dataclass
+class RunChecks:
+    """A run's verdicts so far, and the checkers left for later stages (linearizability)."""
+
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)
+
+    def rows(self, test: str, run: str) -> list[tuple[str, dict[str, Any]]]:
+        return [(name, verdict_row(test, run, name, verdict)) for name, verdict in self.verdicts.items()]
+
+
+def verdict_row(test: str, run: str, checker: str, verdict: Verdict) -> dict[str, Any]:
+    return {
+        "test": test,
+        "run": run,
+        "checker": checker,
+        "valid": valid_text(verdict.valid),
+        "summary": verdict.summary,
+        "counterexample_json": _json(verdict.counterexample),
+        "stats_json": _json(verdict.stats),
+    }
+
+
+def verdict_from_row(row: Mapping[str, Any]) -> Verdict:
+    return Verdict(
+        valid=valid_value(row["valid"]),
+        summary=row["summary"] or "",
+        counterexample=json.loads(row["counterexample_json"]) if row.get("counterexample_json") else None,
+        stats=json.loads(row["stats_json"]) if row.get("stats_json") else {},
+    )
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def distrust(verdict: Verdict, problems: Sequence[str]) -> Verdict:
+    """A verdict reached on partial input: ``false`` stands, anything else becomes ``unknown``."""
+    if verdict.valid is False or not problems:
+        return verdict
+    more = f" (and {len(problems) - 1} more unreadable files)" if len(problems) > 1 else ""
+    return Verdict(
+        UNKNOWN,
+        f"cannot decide: {problems[0]}{more}; on the readable input: {verdict.summary}",
+        counterexample=verdict.counterexample,
+        stats={**verdict.stats, "input_errors": list(problems)},
+    )
+
+
+def run_level_checks(
+    history: History | None,
+    journals: Mapping[str, list[JournalEvent]] | None,
+    params: RunParams,
+    *,
+    history_error: str | None = None,
+    journal_errors: Sequence[str] = (),
+    timeout_s: float | None = None,
+    max_states: int | None = None,
+) -> RunChecks:
+    """Run the run's checkers but linearizability, which is left pending for the per-key stage.
+
+    The checkers are those ``test.json`` names (the workload's), else every one that applies. A named
+    checker that does not apply, or does not exist, is ``unknown`` with the reason: never dropped.
+    """
+    checks = RunChecks()
+    if history is None:
+        reason = history_error or "history.jsonl could not be read"
+        empty = History(source="history.jsonl", events=(), ops=(), nemesis=())
+        for name in params.checkers if params.checkers is not None else tuple(CHECKERS):
+            if name in JOURNAL_ONLY and journals:
+                inp = CheckInput(history=empty, model=params.model or "register", journals=journals)
+                checks.verdicts[name] = distrust(run_checker(name, inp), [reason, *journal_errors])
+            else:
+                checks.verdicts[name] = Verdict(UNKNOWN, f"{name} cannot check this run: {reason}")
+        return checks
+    inp = CheckInput(
+        history=history,
+        model=params.model or "register",
+        journals=journals,
+        timeout_s=timeout_s,
+        max_states=max_states,
+        final_after=params.final_after,
+    )
+    for name in params.checkers if params.checkers is not None else applicable(inp):
+        checker = CHECKERS.get(name)
+        if checker is None:
+            checks.verdicts[name] = Verdict(
+                UNKNOWN, f"no checker called {name!r}; known: {', '.join(CHECKERS)}"
+            )
+        elif name == LINEARIZABLE and params.model is None:
+            checks.verdicts[name] = Verdict(
+                UNKNOWN,
+                "no model: test.json names none and the history has no client operations to infer one from",
+            )
+        elif not checker.applies(inp):
+            checks.verdicts[name] = Verdict(
+                UNKNOWN, f"{name} cannot judge this run (nothing it needs was recorded)"
+            )
+        elif name == LINEARIZABLE:
+            checks.pending.append(name)
+        else:
+            verdict = run_checker(name, inp)
+            if name in READS_JOURNALS and journal_errors:
+                verdict = distrust(verdict, journal_errors)
+            checks.verdicts[name] = verdict
+    return checks
+
+
+# --- linearizability per key, in Spark tasks --------------------------------------------------------
+
+
+def operation_from_row(row: Mapping[str, Any]) -> Operation:
+    """An ``operations`` row back into the :class:`Operation` the checkers take."""
+    process: int | str = row["process"]
+    if process != NEMESIS:
+        process = int(process)
+    lsn = (row["lsn_term"], row["lsn_seq"]) if row.get("lsn_term") is not None else None
+
+    def load(text: str | None) -> Any:
+        return None if text is None else json.loads(text)
+
+    return Operation(
+        id=row["id"],
+        process=process,
+        f=row["f"],
+        key=load(row["key_json"]),
+        value=load(row["value_json"]),
+        output=load(row["output_json"]),
+        type=row["type"],
+        call=row["call_ns"],
+        ret=row["ret_ns"],
+        invoke_index=row["invoke_index"],
+        complete_index=row["complete_index"],
+        node=row["node"],
+        lsn=lsn,
+        error=row["error"],
+    )
+
+
+def check_key(
+    test: str,
+    run: str,
+    key_json: str | None,
+    ops: Iterable[Operation],
+    model: str,
+    *,
+    timeout_s: float | None = None,
+    max_states: int | None = None,
+) -> dict[str, Any]:
+    """Linearizability of one key of one run, through the registry, as a :data:`LIN_COLUMNS` row."""
+    ordered = tuple(sorted(ops, key=lambda op: op.id))
+    history = History(source=f"{test}/{run}/history.jsonl", events=(), ops=ordered, nemesis=())
+    inp = CheckInput(history=history, model=model, timeout_s=timeout_s, max_states=max_states)
+    verdict = run_checker(LINEARIZABLE, inp)
+    return {
+        "test": test,
+        "run": run,
+        "key_json": key_json,
+        "first_id": ordered[0].id if ordered else -1,
+        "valid": valid_text(verdict.valid),
+        "summary": verdict.summary,
+        "counterexample_json": _json(verdict.counterexample),
+        "stats_json": _json(verdict.stats),
+    }
+
+
+def linearizability_task(
+    models: Mapping[tuple[str, str], str], timeout_s: float | None = None, max_states: int | None = None
+) -> Callable[[Any], Any]:
+    """The ``applyInArrow`` function over one (test, run, key) group of ``operations`` rows."""
+
+    def task(table: Any) -> Any:
+        import pyarrow as pa
+
+        rows = table.to_pylist()
+        first = rows[0]
+        test, run = first["test"], first["run"]
+        try:
+            result = check_key(
+                test,
+                run,
+                first["key_json"],
+                (operation_from_row(r) for r in rows),
+                models[(test, run)],
+                timeout_s=timeout_s,
+                max_states=max_states,
+            )
+        except Exception as exc:  # noqa: BLE001 - a key the task cannot check is unknown, not a failed job
+            verdict = Verdict(
+                UNKNOWN, f"linearizable could not check key {first['key_json']}: {type(exc).__name__}: {exc}"
+            )
+            result = {**verdict_row(test, run, LINEARIZABLE, verdict), "key_json": first["key_json"]}
+            result["first_id"] = min(r["id"] for r in rows)
+            del result["checker"]
+        return pa.Table.from_pylist([result], schema=_lin_schema())
+
+    return task
+
+
+def _lin_schema() -> Any:
+    import pyarrow as pa
+
+    kinds = {"string": pa.string(), "long": pa.int64()}
+    return pa.schema([(name, kinds[kind]) for name, kind in LIN_COLUMNS.items()])
+
+
+def merge_linearizability(model: str, keys: Sequence[Mapping[str, Any]]) -> Verdict:
+    """The run's linearizability verdict from its per-key rows (``false`` beats ``unknown`` beats
+    ``true``); the reported key is the first in invoke order, as the checker itself would report it."""
+    if not keys:
+        empty = History(source="history.jsonl", events=(), ops=(), nemesis=())
+        return run_checker(LINEARIZABLE, CheckInput(history=empty, model=model))
+    ordered = sorted(keys, key=lambda row: row["first_id"])
+    verdicts = [verdict_from_row(row) for row in ordered]
+    stats: dict[str, Any] = {"ops": 0, "keys": len(ordered), "info_ops": 0, "states": 0, "time_s": 0.0}
+    for verdict in verdicts:
+        for name in ("ops", "info_ops", "states", "time_s"):
+            value = verdict.stats.get(name)
+            if isinstance(value, int | float):
+                stats[name] += value
+    stats["time_s"] = round(stats["time_s"], 6)
+    stats["keys_invalid"] = sum(1 for v in verdicts if v.valid is False)
+    stats["keys_unknown"] = sum(1 for v in verdicts if v.valid == UNKNOWN)
+    stats["checked_as"] = "one Spark task per key (P-compositionality)"
+    valid: Valid = worst(v.valid for v in verdicts)
+    if valid is True:
+        return Verdict(
+            True,
+            f"linearizable: {stats['ops']} operations on {len(ordered)} keys ({model} model)",
+            stats=stats,
+        )
+    first = next(v for v in verdicts if v.valid == valid)
+    count = stats["keys_invalid"] if valid is False else stats["keys_unknown"]
+    more = (
+        f" ({count} of {len(ordered)} keys {'not linearizable' if valid is False else 'undecided'})"
+        if count > 1
+        else ""
+    )
+    return Verdict(valid, first.summary + more, counterexample=first.counterexample, stats=stats)
+
+
+def results_document(
+    run_row: Mapping[str, Any],
+    verdicts: Mapping[str, Verdict],
+    input_errors: Sequence[Mapping[str, Any]],
+    analysis: Mapping[str, Any],
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``results.json`` (FORMATS.md), checkers in registry order, plus the run's identity and figures.
+
+    ``previous`` is the run's earlier ``results.json``: what the controller recorded there about the run
+    itself (``error`` of a crashed or interrupted run, ``teardown_errors``, its ``stats`` of operations
+    and faults) is kept, and a run cut short by an error is never ``true``.
+    """
+    ordered = {name: verdicts[name] for name in CHECKERS if name in verdicts}
+    ordered.update({name: v for name, v in verdicts.items() if name not in ordered})
+    valid = worst(v.valid for v in ordered.values()) if ordered else UNKNOWN
+    carried = {name: previous[name] for name in CONTROLLER_FIELDS if previous and name in previous}
+    if (input_errors or carried.get("error")) and valid is True:
+        valid = UNKNOWN
+    spec = json.loads(run_row["spec_json"]) if run_row.get("spec_json") else {}
+    document: dict[str, Any] = {
+        "valid": valid,
+        "seed": spec.get("seed"),
+        "test": spec.get("test") or run_row["test"],
+        "run": run_row["run"],
+        "ops": run_row.get("ops") or 0,
+        "duration_s": run_row.get("duration_s"),
+        "checkers": {name: verdict.to_json() for name, verdict in ordered.items()},
+        "model": run_row.get("model"),
+        "command": spec.get("command"),
+        "performance": {
+            name: run_row.get(name)
+            for name in ("ok_ops", "nemesis_ops", "ops_per_s", "latency_p50_ms", "latency_p99_ms")
+        },
+        "analysis": dict(analysis),
+    }
+    if input_errors:
+        document["input_errors"] = [dict(e) for e in input_errors]
+    document.update(carried)
+    return document

@@ -1,0 +1,313 @@
+"""``harness analyze`` and ``harness suite``: the command-line faces of the pipeline and of suites.
+
+    harness analyze PATH... [--spark-master URL] [--spark-conf KEY=VALUE]... [--store DIR] [--summary]
+                            [--key-timeout S] [--quiet]
+    harness analyze --summary [--store DIR]
+    harness suite SUITE.toml [--store DIR] [--junit PATH] [--list] [--spark-master URL] [--quiet]
+
+``PATH`` is a run directory (``store/latest``), a suite directory or a whole store. The master comes
+from ``--spark-master``, else ``$SPARK_MASTER``, else ``local[*]``.
+
+Exit codes (ARCHITECTURE.md): analyze: 0 every run valid, 1 any invalid, 2 any unknown and none
+invalid; suite: 1 an unexpected anomaly or a missed known bug, else 2 an unknown or crashed run, else 0;
+both: 254 bad arguments, a bad suite file, no runs where runs were named, an unreachable Spark master.
+
+``harness/cli.py`` registers these with :func:`add_analyze_parser` and :func:`add_suite_parser`; each
+parser's ``handler`` default is the function that runs it (``handler(args, console, err) -> int``).
+``python -m harness.analysis`` offers the same two commands on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from checkers.verdict import UNKNOWN, Valid
+from harness.analysis.discovery import DiscoveryError, find_runs
+from harness.analysis.pipeline import DEFAULT_KEY_TIMEOUT_S, Analysis, AnalysisOptions, analyze
+from harness.analysis.progress import ConsoleProgress, Progress, SilentProgress
+from harness.analysis.spark import SparkUnavailable, preflight, resolve_master, spark_session
+from harness.analysis.summary import SummaryError, render_summary, summarize, write_summary
+
+EXIT_BAD_CONFIG = 254
+WORDS = {True: "valid", False: "INVALID", UNKNOWN: "unknown"}
+STYLES = {True: "green", False: "bold red", UNKNOWN: "yellow"}
+# Above this many runs, only the runs that are not valid get a line of their own.
+LIST_ALL_UP_TO = 40
+
+
+class CommandError(Exception):
+    """Bad arguments found after parsing: one sentence, exit 254."""
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative (0: no limit)")
+    return value
+
+
+def key_timeout(option: float | None, default: float | None = DEFAULT_KEY_TIMEOUT_S) -> float | None:
+    """``--key-timeout``: absent -> ``default``, 0 -> no limit (``None``), else the seconds."""
+    if option is None:
+        return default
+    return None if option == 0 else option
+
+
+def _spark_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--spark-master",
+        default=None,
+        metavar="URL",
+        help="Spark master (default: $SPARK_MASTER, else local[*]): local[N], spark://HOST:PORT, k8s://..., yarn",
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark configuration, e.g. spark.driver.memory=8g (repeatable)",
+    )
+    parser.add_argument(
+        "--key-timeout",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help=f"seconds the linearizability search may spend per key before it says unknown "
+        f"(default {DEFAULT_KEY_TIMEOUT_S:g}; 0: no limit)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or step lines")
+
+
+def add_analyze_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``harness analyze`` on ``subparsers`` (from ``ArgumentParser.add_subparsers``)."""
+    parser = subparsers.add_parser(
+        "analyze",
+        help="analyse stored runs on Spark: results.json per run and the Parquet dataset",
+        description="Analyse stored runs (run directories, suite directories or a whole store) on Spark: "
+        "run every checker, write each run's results.json and the store's dataset. Exit 0 valid, "
+        "1 invalid, 2 unknown, 254 bad input.",
+    )
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH", help="run directories, suite directories or stores"
+    )
+    parser.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help="the store whose dataset receives the runs (default: the runs' own store; ./store for --summary)",
+    )
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="print the cross-run view (workload x nemesis x mode x bugs) and write store/summary.json",
+    )
+    _spark_options(parser)
+    parser.set_defaults(handler=cmd_analyze)
+    return parser
+
+
+def add_suite_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``harness suite`` on ``subparsers``."""
+    parser = subparsers.add_parser(
+        "suite",
+        help="run a matrix of tests from a TOML file, analyse them together, write junit.xml",
+        description="Run every test of a suite file one after another, analyse them in one Spark job, and "
+        "write suite.json, summary.json and junit.xml under store/suites/<name>/<time>/. Exit 0 all as "
+        "expected, 1 an anomaly or a missed known bug, 2 unknown, 254 a bad suite file.",
+    )
+    parser.add_argument("suite_file", metavar="SUITE.toml", help="the suite file (see suites/)")
+    parser.add_argument(
+        "--store", default=None, metavar="DIR", help="store directory (default: the suite's, ./store)"
+    )
+    parser.add_argument("--junit", default=None, metavar="PATH", help="also copy junit.xml here (for CI)")
+    parser.add_argument("--list", action="store_true", help="print the expanded runs and exit")
+    _spark_options(parser)
+    parser.set_defaults(handler=cmd_suite)
+    return parser
+
+
+def parse_spark_conf(items: Sequence[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CommandError(f"--spark-conf {item!r} is not KEY=VALUE (e.g. spark.driver.memory=8g)")
+        conf[key.strip()] = value
+    return conf
+
+
+def _progress(args: argparse.Namespace, console: Console) -> Progress:
+    return SilentProgress() if args.quiet else ConsoleProgress(console)
+
+
+def _verdict(valid: Valid) -> Text:
+    return Text(WORDS.get(valid, str(valid)), style=STYLES.get(valid, ""))
+
+
+def print_analysis(analysis: Analysis, console: Console) -> None:
+    """One line per run (or per run that is not valid, for big batches) and the totals."""
+    outcomes = sorted(analysis.outcomes, key=lambda o: (o.run.test, o.run.run))
+    shown = outcomes if len(outcomes) <= LIST_ALL_UP_TO else [o for o in outcomes if o.valid is not True]
+    if shown:
+        table = Table(show_edge=False, show_header=True, pad_edge=False)
+        table.add_column("run")
+        table.add_column("verdict")
+        table.add_column("ops", justify="right")
+        table.add_column("what failed")
+        for outcome in shown:
+            failed = outcome.failed_checkers()
+            first = next(iter(failed.items()), None)
+            what = "" if first is None else f"{first[0]}: {first[1]}"
+            if len(failed) > 1:
+                what += f" (+{len(failed) - 1} more)"
+            table.add_row(
+                f"{outcome.run.test}/{outcome.run.run}",
+                _verdict(outcome.valid),
+                str(outcome.results.get("ops") or 0),
+                Text(what),
+            )
+        console.print(table)
+    counts = {True: 0, False: 0, UNKNOWN: 0}
+    for outcome in outcomes:
+        counts[outcome.valid] += 1
+    console.print(
+        Text.assemble(
+            ("verdict ", "bold"),
+            _verdict(analysis.valid),
+            f"   {len(outcomes)} runs: {counts[True]} valid, {counts[False]} invalid, {counts[UNKNOWN]} unknown; "
+            f"{analysis.operations} operations; results.json in each run, dataset in {analysis.store}/dataset",
+        )
+    )
+
+
+def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int:
+    """``harness analyze``: returns the exit code; bad input is one sentence on ``err`` and 254."""
+    try:
+        if not args.paths and not args.summary:
+            raise CommandError(
+                "name what to analyse: run directories (store/latest), suite directories or a store; "
+                "or --summary for the cross-run view"
+            )
+        conf = parse_spark_conf(args.spark_conf)
+        master = resolve_master(args.spark_master)
+        selection = find_runs(args.paths, args.store) if args.paths else None
+        store = selection.store if selection else Path(args.store or "store")
+        if selection is None and not store.is_dir():
+            raise CommandError(f"{store}: no such store; pass --store DIR")
+        progress = _progress(args, err)
+        analysis = None
+        with spark_session(master, conf) as spark:
+            if selection is not None:
+                analysis = analyze(
+                    spark, selection, AnalysisOptions(key_timeout_s=key_timeout(args.key_timeout)), progress
+                )
+            if args.summary:
+                summary = summarize(spark, store)
+                path = write_summary(store, summary)
+        if analysis is not None:
+            print_analysis(analysis, console)
+        if args.summary:
+            render_summary(summary, console)
+            console.print(f"summary written to {path}")
+        return analysis.exit_code if analysis is not None else 0
+    except (CommandError, DiscoveryError, SparkUnavailable, SummaryError) as exc:
+        err.print(f"harness analyze: {exc}", markup=False, highlight=False)
+        return EXIT_BAD_CONFIG
+
+
+def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
+    """``harness suite``: returns the exit code; a bad suite file is one sentence on ``err`` and 254."""
+    from harness.suite import SuiteError, dumps_case_list, load_suite, run_suite, with_store
+
+    try:
+        suite = with_store(load_suite(args.suite_file), args.store)
+        if args.list:
+            console.print(dumps_case_list(suite), markup=False, highlight=False)
+            return 0
+        conf = parse_spark_conf(args.spark_conf)
+        master = resolve_master(args.spark_master)
+        preflight(master)  # before hours of runs, not after
+    except (CommandError, SuiteError, SparkUnavailable) as exc:
+        err.print(f"harness suite: {exc}", markup=False, highlight=False)
+        return EXIT_BAD_CONFIG
+    progress = _progress(args, err)
+    default = suite.key_timeout if suite.key_timeout is not None else DEFAULT_KEY_TIMEOUT_S
+    options = AnalysisOptions(key_timeout_s=key_timeout(args.key_timeout, default))
+
+    def analyse(selection: Any) -> dict[Path, tuple[Valid, dict[str, str]]]:
+        with spark_session(master, conf) as spark:
+            analysis = analyze(spark, selection, options, progress)
+        return {o.run.path: (o.valid, o.failed_checkers()) for o in analysis.outcomes}
+
+    result = run_suite(suite, analyse=analyse, progress=progress)
+    progress.close()
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("run", "expect", "verdict", "status", "what failed"):
+        table.add_column(column)
+    for outcome in result.outcomes:
+        status_style = {"passed": "green", "failed": "bold red", "error": "yellow"}[outcome.status]
+        first = next(iter(outcome.failed_checkers.items()), None)
+        table.add_row(
+            outcome.case.name,
+            outcome.case.expect,
+            _verdict(outcome.valid),
+            Text(outcome.status, style=status_style),
+            Text("" if first is None else f"{first[0]}: {first[1]}"),
+        )
+    console.print(table)
+    counts = result.counts()
+    junit = result.directory / "junit.xml"
+    if args.junit:
+        shutil.copyfile(junit, args.junit)
+    console.print(
+        f"suite {suite.name}: {counts['passed']} passed, {counts['failed']} failed, {counts['error']} unknown or "
+        f"crashed; known bugs caught {counts['bugs_caught']}, missed {counts['bugs_missed']}; "
+        f"record in {result.directory}, JUnit in {args.junit or junit}",
+        highlight=False,
+    )
+    return result.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m harness.analysis analyze|suite ...`` (the same commands as ``harness``)."""
+    import traceback
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> Any:
+            raise CommandError(f"{self.prog}: {message}")
+
+    parser = _Parser(
+        prog="python -m harness.analysis", description="Analysis and suites of the chaos harness."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    add_analyze_parser(commands)
+    add_suite_parser(commands)
+    console = Console(soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        args = parser.parse_args(argv)
+    except CommandError as exc:
+        err.print(str(exc), markup=False, highlight=False)
+        return EXIT_BAD_CONFIG
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    try:
+        return args.handler(args, console, err)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 2
+    except Exception:  # noqa: BLE001 - the harness itself crashed: say so, with the traceback
+        err.print(traceback.format_exc(), markup=False, highlight=False)
+        err.print("the harness crashed (exit 255); the traceback is above", markup=False)
+        return 255

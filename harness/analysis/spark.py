@@ -1,0 +1,313 @@
+"""The Spark session of the analysis pipeline, set up so that the user never has to think about it.
+
+What this module guarantees (ENVIRONMENT.md, "PySpark"):
+
+* Python workers run the interpreter that runs the harness (``PYSPARK_PYTHON = sys.executable`` for local
+  masters), so the virtual environment's packages (pandas, pyarrow, ``checkers``) are there in tasks;
+* the JVM logs only errors, on stderr, and no progress bar of Spark's own is drawn (ours is rich's);
+* no web UI, few shuffle partitions on a local master, driver memory sized for a small machine;
+* the master comes from ``--spark-master``, else ``$SPARK_MASTER``, else ``local[*]``;
+* a master that cannot be reached, a master URL Spark would not understand or a missing Java end in
+  :class:`SparkUnavailable`: one sentence naming what is wrong and what to do (the CLI exits 254).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import IO, TYPE_CHECKING
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+MASTER_ENV = "SPARK_MASTER"
+APP_NAME = "chaos-harness analysis"
+# Seconds to wait for a TCP connection to a remote master before calling it unreachable.
+CONNECT_TIMEOUT_S = 5.0
+
+_LOCAL = re.compile(r"^local(\[(\*|\d+)(,\s*\d+)?\])?$")
+_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\s*\d+,\s*\d+\]$")
+
+# Only errors, on stderr, one line each. Spark prints "Using Spark's default log4j profile" and its WARNs
+# (native-hadoop, ...) when it finds no configuration of its own; this file is that configuration.
+LOG4J2_PROPERTIES = """\
+rootLogger.level = error
+rootLogger.appenderRef.console.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+# Lines the JVM writes to stderr before any logging configuration applies; nothing a user can act on.
+JVM_NOISE = (
+    "WARNING: Using incubator modules",
+    "Setting default log level to",
+    "To adjust logging level use sc.setLogLevel",
+)
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark cannot be used as configured; the message is one sentence saying what to do."""
+
+
+def resolve_master(option: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The master to use: the ``--spark-master`` option, else ``$SPARK_MASTER``, else ``local[*]``."""
+    environ = os.environ if environ is None else environ
+    master = option or environ.get(MASTER_ENV) or DEFAULT_MASTER
+    return master.strip()
+
+
+def is_local(master: str) -> bool:
+    return bool(_LOCAL.match(master) or _LOCAL_CLUSTER.match(master))
+
+
+def local_cores(master: str) -> int:
+    """How many cores a ``local[...]`` master uses (``local`` is 1, ``local[*]`` all of this machine)."""
+    match = _LOCAL.match(master)
+    if not match or match.group(2) is None:
+        return 1
+    if match.group(2) == "*":
+        return os.cpu_count() or 1
+    return max(1, int(match.group(2)))
+
+
+def master_endpoints(master: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs a remote master answers on; empty for local and YARN masters.
+
+    Raises :class:`SparkUnavailable` for a URL Spark would not accept.
+    """
+    if is_local(master) or master == "yarn":
+        return []
+    if master.startswith("spark://"):
+        endpoints = []
+        for part in master[len("spark://") :].split(","):
+            host, _, port = part.rpartition(":")
+            if not host or not port.isdigit():
+                raise SparkUnavailable(
+                    f"Spark master {master!r} is not of the form spark://HOST:PORT; fix --spark-master "
+                    f"or ${MASTER_ENV}"
+                )
+            endpoints.append((host.strip("[]"), int(port)))
+        return endpoints
+    if master.startswith("k8s://"):
+        rest = master[len("k8s://") :]
+        url = urlsplit(rest if "://" in rest else "https://" + rest)
+        if not url.hostname:
+            raise SparkUnavailable(
+                f"Spark master {master!r} names no Kubernetes API server; fix --spark-master"
+            )
+        return [(url.hostname, url.port or (443 if url.scheme == "https" else 80))]
+    raise SparkUnavailable(
+        f"{master!r} is not a Spark master URL (local[*], local[N], spark://HOST:PORT, k8s://..., yarn); "
+        f"fix --spark-master or ${MASTER_ENV}"
+    )
+
+
+def check_master_reachable(master: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail fast, in one sentence, when no endpoint of a remote master accepts a TCP connection.
+
+    Spark itself would retry registering with an unreachable standalone master for about a minute and
+    then stop the context with a stack trace; this check says it at once.
+    """
+    endpoints = master_endpoints(master)
+    if not endpoints:
+        return
+    reasons = []
+    for host, port in endpoints:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise SparkUnavailable(
+        f"the Spark master {master} is unreachable ({'; '.join(reasons)}); start it, or analyse locally "
+        f"with --spark-master 'local[*]'"
+    )
+
+
+def java_available() -> bool:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return True
+    return shutil.which("java") is not None
+
+
+def driver_memory(physical_bytes: int | None = None) -> str:
+    """A quarter of the machine's memory, between 1 and 4 GiB: in local mode the driver is the executor,
+    and the Python workers (one per core) need the rest."""
+    if physical_bytes is None:
+        try:
+            physical_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            physical_bytes = 8 << 30
+    gib = max(1, min(4, physical_bytes // 4 // (1 << 30)))
+    return f"{gib}g"
+
+
+def _log4j_file() -> str:
+    path = os.path.join(tempfile.gettempdir(), f"chaos-harness-log4j2-{os.getuid()}.properties")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == LOG4J2_PROPERTIES:
+                return path
+    except OSError:
+        pass
+    temporary = f"{path}.{os.getpid()}"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(LOG4J2_PROPERTIES)
+    os.replace(temporary, path)
+    return path
+
+
+def session_conf(master: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The configuration the harness starts Spark with; ``extra`` (``--spark-conf``) overrides it."""
+    java_options = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": driver_memory(),
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.sql.session.timeZone": "UTC",
+        # Re-analysing a run replaces its partitions of the dataset and nothing else.
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        # Partition values are test names and timestamps: text, never numbers or dates.
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # One rename per file when the dataset is written, not two (the dataset tolerates a partial write:
+        # re-analysis replaces a run's partitions whole).
+        "spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version": "2",
+    }
+    if is_local(master):
+        cores = local_cores(master)
+        conf.update(
+            {
+                "spark.pyspark.python": sys.executable,
+                "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+                "spark.default.parallelism": str(max(2, 2 * cores)),
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+            }
+        )
+    conf.update(extra or {})
+    return conf
+
+
+def preflight(master: str) -> None:
+    """What can be known about Spark without starting it: a usable master, Java, PySpark.
+
+    ``harness suite`` calls this before its first run, so that a night of runs is not lost to an
+    analysis that could never start. Raises :class:`SparkUnavailable`.
+    """
+    check_master_reachable(master)
+    if not java_available():
+        raise SparkUnavailable(
+            "Spark needs Java and none is installed (no 'java' on PATH, no $JAVA_HOME): run "
+            "scripts/install-java.sh (or scripts/setup.sh)"
+        )
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise SparkUnavailable(
+            "PySpark is not installed in this Python environment: run scripts/setup.sh (or pip install "
+            "pyspark 'pandas<3' pyarrow)"
+        ) from None
+
+
+def start_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
+    """Start (or join, in this process) the analysis Spark session. Raises :class:`SparkUnavailable`."""
+    master = resolve_master(master)
+    preflight(master)
+    if is_local(master):
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    else:  # a cluster's workers may keep their own interpreter
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    settings = session_conf(master, conf)
+    builder = SparkSession.builder.master(master).appName(APP_NAME)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    try:
+        _launch_quiet_gateway(master, settings)
+        spark = builder.getOrCreate()
+    except Exception as exc:  # noqa: BLE001 - py4j and PySpark raise many types; all mean "cannot start"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkUnavailable(f"Spark did not start with master {master}: {first}") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
+    """Start Spark's JVM (once per process) with its stderr filtered through :data:`JVM_NOISE`.
+
+    PySpark would start it with the terminal as stderr; starting it here, with the same configuration,
+    lets one daemon thread drop the JVM's start-up chatter and pass everything else (errors, Python
+    worker tracebacks) through unchanged. The thread reads until the JVM exits, so the pipe never fills.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    spark_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(APP_NAME)
+    for key, value in settings.items():
+        spark_conf.set(key, value)
+    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    if gateway.proc is not None and gateway.proc.stderr is not None:
+        threading.Thread(
+            target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True
+        ).start()
+    SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
+
+
+def _forward_stderr(stream: IO[bytes]) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace")
+        if line.startswith(JVM_NOISE):
+            continue
+        try:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        except (OSError, ValueError):  # stderr closed at interpreter exit: keep draining the pipe
+            pass
+
+
+@contextmanager
+def spark_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> Iterator[SparkSession]:
+    """A Spark session for the duration of a ``with`` block, stopped on every exit path.
+
+    A session already running in this process (a test's shared one) is used as it is and left running:
+    a process has one Spark context, and only a session this block started is stopped. The master is
+    checked either way, so a bad ``--spark-master`` is always reported.
+    """
+    preflight(resolve_master(master))
+    active = _active_session()
+    if active is not None:
+        yield active
+        return
+    spark = start_session(master, conf)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def _active_session() -> SparkSession | None:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()

@@ -1,0 +1,230 @@
+"""Cross-run views over the dataset: how each kind of test has been doing, night after night.
+
+One row per workload x nemesis x mode x bugs: how many runs, how many invalid and unknown, the median
+throughput of its runs (ok operations per second), the 99th percentile latency over all its ok
+operations, and for every checker that is failing now, the first night of its current failing streak
+(the nights before it, back to the last night the group ran without that checker failing).
+
+A night is the date (UTC) its suite started, or the run's own date for a run outside a suite.
+
+:func:`summarize` computes it with Spark from ``store/dataset``; :func:`write_summary` writes it as
+``store/summary.json`` for the index page; :func:`render_summary` prints it as a rich table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from checkers.history import NEMESIS
+from checkers.leader import STATUS
+from harness.analysis.dataset import SUMMARY_FILE, read_table
+from harness.store import write_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+GROUP = ("workload", "nemesis", "mode", "bugs")
+
+
+class SummaryError(ValueError):
+    """Nothing to summarise: one sentence saying what to run first."""
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One workload x nemesis x mode x bugs combination across every analysed run."""
+
+    workload: str | None
+    nemesis: str | None
+    mode: str | None
+    bugs: str | None
+    runs: int
+    invalid: int
+    unknown: int
+    median_ops_per_s: float | None
+    p99_latency_ms: float | None
+    first_night: str | None
+    last_night: str | None
+    failing_since: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Summary:
+    generated_at: str
+    store: str
+    groups: tuple[GroupSummary, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "generated_at": self.generated_at,
+            "store": self.store,
+            "groups": [asdict(g) for g in self.groups],
+        }
+
+
+def failing_since(nights: Sequence[str], failed: Mapping[str, set[str]]) -> dict[str, str]:
+    """For each checker failing on the last night in ``nights`` (sorted), the first night of its streak.
+
+    ``failed`` maps a checker to the nights on which it failed at least once. A checker that did not
+    fail on the last night is not failing now and is left out.
+    """
+    if not nights:
+        return {}
+    since: dict[str, str] = {}
+    for checker, bad in failed.items():
+        if nights[-1] not in bad:
+            continue
+        first = nights[-1]
+        for night in reversed(nights):
+            if night not in bad:
+                break
+            first = night
+        since[checker] = first
+    return dict(sorted(since.items()))
+
+
+def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(row[c] for c in GROUP)
+
+
+def summarize(spark: SparkSession, store: Path) -> Summary:
+    """The cross-run view of every run analysed into ``store``'s dataset. Raises :class:`SummaryError`."""
+    from pyspark.sql import functions as F
+
+    runs = read_table(spark, store, "runs")
+    if runs is None:
+        raise SummaryError(
+            f"{store} has no analysed runs (no {store}/dataset/runs); run harness analyze on the store first"
+        )
+    runs = runs.fillna({"night": "unknown"})
+    counts = (
+        runs.groupBy(*GROUP)
+        .agg(
+            F.count("*").alias("runs"),
+            F.sum(F.when(F.col("valid") == "false", 1).otherwise(0)).alias("invalid"),
+            F.sum(F.when(F.col("valid") == "unknown", 1).otherwise(0)).alias("unknown"),
+            F.median("ops_per_s").alias("median_ops_per_s"),
+            F.min("night").alias("first_night"),
+            F.max("night").alias("last_night"),
+        )
+        .collect()
+    )
+    latency: dict[tuple[Any, ...], float | None] = {}
+    operations = read_table(spark, store, "operations")
+    if operations is not None:
+        ok = operations.where(
+            (F.col("type") == "ok")
+            & (F.col("process") != NEMESIS)
+            & (F.col("f") != STATUS)
+            & F.col("latency_ns").isNotNull()
+        ).select("test", "run", "latency_ns")
+        for row in (
+            ok.join(runs.select("test", "run", *GROUP), ["test", "run"])
+            .groupBy(*GROUP)
+            .agg(F.percentile_approx("latency_ns", 0.99, 10_000).alias("p99"))
+            .collect()
+        ):
+            latency[_key(row)] = None if row["p99"] is None else row["p99"] / 1e6
+    nights: dict[tuple[Any, ...], set[str]] = {}
+    for row in runs.select(*GROUP, "night").distinct().collect():
+        nights.setdefault(_key(row), set()).add(row["night"])
+    failed: dict[tuple[Any, ...], dict[str, set[str]]] = {}
+    verdicts = read_table(spark, store, "verdicts")
+    if verdicts is not None:
+        for row in (
+            verdicts.where(F.col("valid") == "false")
+            .join(runs.select("test", "run", "night", *GROUP), ["test", "run"])
+            .select(*GROUP, "checker", "night")
+            .distinct()
+            .collect()
+        ):
+            failed.setdefault(_key(row), {}).setdefault(row["checker"], set()).add(row["night"])
+    groups = []
+    for row in sorted(counts, key=lambda r: tuple(str(v) for v in _key(r))):
+        key = _key(row)
+        median = row["median_ops_per_s"]
+        groups.append(
+            GroupSummary(
+                workload=row["workload"],
+                nemesis=row["nemesis"],
+                mode=row["mode"],
+                bugs=row["bugs"],
+                runs=row["runs"],
+                invalid=row["invalid"],
+                unknown=row["unknown"],
+                median_ops_per_s=None if median is None else round(float(median), 3),
+                p99_latency_ms=None if latency.get(key) is None else round(latency[key], 3),
+                first_night=row["first_night"],
+                last_night=row["last_night"],
+                failing_since=failing_since(sorted(nights.get(key, ())), failed.get(key, {})),
+            )
+        )
+    generated = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Summary(generated_at=generated, store=str(store), groups=tuple(groups))
+
+
+def write_summary(store: Path, summary: Summary) -> Path:
+    """``store/summary.json``, read by the index page."""
+    path = Path(store) / SUMMARY_FILE
+    write_json(path, summary.to_json())
+    return path
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def render_summary(summary: Summary | Iterable[GroupSummary], console: Console) -> None:
+    """Print the view as a table: red where runs were invalid, yellow where only unknown."""
+    groups = summary.groups if isinstance(summary, Summary) else tuple(summary)
+    table = Table(title="runs by workload x nemesis x mode x bugs", show_lines=False)
+    for column, justify in (
+        ("workload", "left"),
+        ("nemesis", "left"),
+        ("mode", "left"),
+        ("bugs", "left"),
+        ("runs", "right"),
+        ("invalid", "right"),
+        ("unknown", "right"),
+        ("median ops/s", "right"),
+        ("p99 latency ms", "right"),
+        ("nights", "left"),
+        ("failing since", "left"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for group in groups:
+        style = "red" if group.invalid else "yellow" if group.unknown else None
+        failing = ", ".join(f"{checker} {night}" for checker, night in group.failing_since.items()) or "-"
+        nights = (
+            group.first_night
+            if group.first_night == group.last_night
+            else f"{group.first_night}..{group.last_night}"
+        )
+        table.add_row(
+            str(group.workload),
+            str(group.nemesis),
+            str(group.mode),
+            str(group.bugs),
+            str(group.runs),
+            str(group.invalid),
+            str(group.unknown),
+            _number(group.median_ops_per_s),
+            _number(group.p99_latency_ms, 2),
+            str(nights),
+            failing,
+            style=style,
+        )
+    console.print(table)
+
+
+def load_summary(store: Path) -> dict[str, Any]:
+    """``store/summary.json`` as written by :func:`write_summary` (for the index page)."""
+    return json.loads((Path(store) / SUMMARY_FILE).read_text(encoding="utf-8"))

@@ -1,0 +1,777 @@
+"""Suites: a matrix of chaos tests run one after another, analysed together, reported to CI.
+
+A suite file is TOML::
+
+    [suite]
+    name = "nightly"            # the suite's directory under store/suites/
+    time_limit = 60             # seconds of chaos per run (any run option below may be set here)
+    seeds = [1, 2]              # or a count: that many random seeds, drawn once and recorded
+    repetitions = 1             # runs per (case, seed): same schedule, other interleavings
+
+    [[matrix]]                  # every combination of the lists below is one run per seed x repetition
+    modes = ["blazingmq", "raft"]      # or "all"
+    workloads = ["register"]           # or "all"
+    nemeses = ["partition", "kill,pause", "none"]   # each entry one run's packages; "all": each alone
+    bugs = ["none"]                    # each entry a bug, a list of bugs, or "none"; "all": each alone
+                                       # ("all" modes or bugs: each bug only in the modes it applies to)
+    expect = "valid"                   # or "invalid": a known bug the checkers must catch
+
+Run options, in ``[suite]`` or per ``[[matrix]]``: ``time_limit``, ``nodes``, ``concurrency``, ``rate``,
+``op_timeout``, ``nemesis_interval``, ``platform``, ``hosts``. An unknown key or a bad value is one
+sentence naming the file, the table and the key (exit 254), before any run starts: every expanded run
+is composed by the controller first, so a bug that does not apply to a mode fails here, not at 3 a.m.
+
+:func:`run_suite` runs the cases one after another through :func:`run_case` (the one place that calls
+the controller), continues after failures, analyses every stored run in one Spark job, and writes into
+``store/suites/<name>/<YYYYMMDDTHHMMSS>/``: ``suite.json`` (the cases and their outcomes, updated after
+each run), ``junit.xml`` (one test case per run) and ``summary.json``. Exit code: 1 if a run is invalid
+that was expected valid, or a known bug was missed; else 2 if a run is unknown or crashed; else 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import socket
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+from checkers.verdict import UNKNOWN, Valid
+from harness.analysis.dataset import SUITES_DIR
+from harness.analysis.discovery import SUITE_JSON, RunSelection, StoredRun
+from harness.report.publish import write_suite_page_safely
+from harness.store import TIMESTAMP_FORMAT, write_json
+
+EXPECTATIONS = ("valid", "invalid")
+ALL = "all"
+SUITE_KEYS = ("name", "description", "store", "seeds", "repetitions", "key_timeout")
+RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
+    "time_limit": (int, float),
+    "nodes": int,
+    "concurrency": int,
+    "rate": (int, float),
+    "op_timeout": (int, float),
+    "nemesis_interval": (int, float),
+    "platform": str,
+    "hosts": str,
+}
+MATRIX_KEYS = ("modes", "workloads", "nemeses", "bugs", "seeds", "repetitions", "expect", "name")
+DEFAULT_TIME_LIMIT = 60.0
+JUNIT = "junit.xml"
+SUMMARY = "summary.json"
+
+
+class SuiteError(ValueError):
+    """A suite file that cannot be run: one sentence naming the file, where in it, and what to do."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of a suite: what to run, how often it has run before, and what it must show."""
+
+    index: int
+    mode: str
+    workload: str
+    nemesis: tuple[str, ...]
+    bugs: tuple[str, ...]
+    seed: int
+    repetition: int
+    time_limit: float
+    options: Mapping[str, Any] = field(default_factory=dict)
+    expect: str = "valid"
+    group: str = ""
+
+    @property
+    def name(self) -> str:
+        """The JUnit test case name: unique within the suite."""
+        nemesis = ",".join(self.nemesis) or "none"
+        bugs = ",".join(self.bugs) or "none"
+        return f"{self.mode} {self.workload} nemesis={nemesis} bugs={bugs} seed={self.seed} rep={self.repetition}"
+
+    @property
+    def classname(self) -> str:
+        return f"{self.group or 'suite'}.{self.mode}.{self.workload}"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A parsed suite file: its name, its cases in run order, and the analysis budget."""
+
+    name: str
+    path: Path
+    cases: tuple[Case, ...]
+    store: str = "store"
+    description: str = ""
+    key_timeout: float | None = None
+
+
+@dataclass
+class CaseRun:
+    """What running one case left behind: its run directory (if the store made one) and any crash."""
+
+    run_dir: Path | None
+    command: str
+    error: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class CaseOutcome:
+    """A case after the analysis: its verdict, whether it met its expectation, and the evidence."""
+
+    case: Case
+    run: CaseRun
+    valid: Valid
+    failed_checkers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        """``passed``, ``failed`` (invalid, or a missed known bug) or ``error`` (unknown, crashed)."""
+        if self.case.expect == "invalid":
+            return "passed" if self.valid is False else "failed"
+        if self.valid is True:
+            return "passed"
+        return "failed" if self.valid is False else "error"
+
+
+# --- parsing ---------------------------------------------------------------------------------------
+
+
+def _where(path: Path, table: str) -> str:
+    return f"{path}: {table}"
+
+
+def _check_keys(path: Path, table: str, data: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    allowed = tuple(allowed)
+    for key in data:
+        if key not in allowed:
+            raise SuiteError(f"{_where(path, table)}: unknown key {key!r}; known keys: {', '.join(allowed)}")
+
+
+def _option(path: Path, table: str, key: str, value: Any) -> Any:
+    expected = RUN_OPTIONS[key]
+    if isinstance(value, bool) or not isinstance(value, expected):
+        kind = "a string" if expected is str else "a whole number" if expected is int else "a number"
+        raise SuiteError(f"{_where(path, table)}: {key} must be {kind}, not {value!r}")
+    if isinstance(value, int | float) and not value > 0:
+        raise SuiteError(f"{_where(path, table)}: {key} must be positive, not {value!r}")
+    return float(value) if expected == (int, float) else value
+
+
+def _names(path: Path, table: str, key: str, value: Any, valid: Sequence[str]) -> list[str]:
+    """A list of names (or "all"), each one of ``valid``."""
+    if value == ALL:
+        return list(valid)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise SuiteError(
+            f'{_where(path, table)}: {key} must be a non-empty list of names or "all", not {value!r}'
+        )
+    for name in value:
+        if name not in valid:
+            raise SuiteError(
+                f"{_where(path, table)}: {key}: unknown name {name!r}; valid: {', '.join(valid)}"
+            )
+    return value
+
+
+def _nemeses(path: Path, table: str, value: Any, valid: Sequence[str]) -> list[tuple[str, ...]]:
+    """Each entry one run's packages: ``"partition,kill"``, ``["partition", "kill"]`` or ``"none"``."""
+    if value == ALL:
+        return [(name,) for name in valid]
+    entries = [value] if isinstance(value, str) else value
+    if not isinstance(entries, list) or not entries:
+        raise SuiteError(f'{_where(path, table)}: nemeses must be a non-empty list or "all", not {value!r}')
+    found = []
+    for entry in entries:
+        names = entry.split(",") if isinstance(entry, str) else entry
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise SuiteError(
+                f'{_where(path, table)}: nemeses entry {entry!r} must be a string like "partition,kill"'
+            )
+        names = [n.strip() for n in names if n.strip() and n.strip() != "none"]
+        for name in names:
+            if name not in valid:
+                raise SuiteError(
+                    f"{_where(path, table)}: nemeses: unknown nemesis {name!r}; valid: {', '.join(valid)} (or none)"
+                )
+        found.append(tuple(n for n in valid if n in names))
+    return found
+
+
+def _bugs(path: Path, table: str, value: Any, valid: Sequence[str]) -> list[tuple[str, ...]]:
+    """Each entry one run's bugs: a name, a list of names, or ``"none"``."""
+    if value == ALL:
+        return [(name,) for name in valid]
+    entries = [value] if isinstance(value, str) else value
+    if not isinstance(entries, list) or not entries:
+        raise SuiteError(f'{_where(path, table)}: bugs must be a non-empty list or "all", not {value!r}')
+    found = []
+    for entry in entries:
+        names = [entry] if isinstance(entry, str) else entry
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise SuiteError(
+                f"{_where(path, table)}: bugs entry {entry!r} must be a bug name or a list of them"
+            )
+        names = [n for n in names if n != "none"]
+        for name in names:
+            if name not in valid:
+                raise SuiteError(
+                    f"{_where(path, table)}: bugs: unknown bug {name!r}; valid: {', '.join(valid)} (or none)"
+                )
+        found.append(tuple(sorted(set(names))))
+    return found
+
+
+def _seeds(path: Path, table: str, value: Any, rng: random.Random) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise SuiteError(f"{_where(path, table)}: seeds as a count must be at least 1, not {value}")
+        return [rng.randrange(2**31) for _ in range(value)]
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(s, int) and not isinstance(s, bool) for s in value)
+    ):
+        return list(value)
+    raise SuiteError(f"{_where(path, table)}: seeds must be a list of integers or a count, not {value!r}")
+
+
+def _repetitions(path: Path, table: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SuiteError(
+            f"{_where(path, table)}: repetitions must be a whole number of at least 1, not {value!r}"
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The names a suite may use, from the controller's registries."""
+
+    modes: tuple[str, ...]
+    workloads: tuple[str, ...]
+    nemeses: tuple[str, ...]
+    bugs: tuple[str, ...]
+    bug_modes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def controller_vocabulary() -> Vocabulary:
+    """Modes, workloads, nemesis packages and known bugs as the controller knows them."""
+    from cluster.core.bugs import KNOWN_BUGS
+    from harness.run import valid_modes
+    from nemesis.generator import nemesis_names
+    from workloads.generator import workload_names
+
+    return Vocabulary(
+        modes=tuple(valid_modes()),
+        workloads=tuple(workload_names()),
+        nemeses=tuple(nemesis_names()),
+        bugs=tuple(sorted(KNOWN_BUGS)),
+        bug_modes={name: tuple(bug.modes) for name, bug in KNOWN_BUGS.items()},
+    )
+
+
+def parse_suite(
+    text: str,
+    path: Path,
+    vocabulary: Vocabulary,
+    rng: random.Random | None = None,
+) -> Suite:
+    """Parse and expand a suite file's text. Raises :class:`SuiteError` (one sentence) on bad input.
+
+    ``rng`` draws the random seeds of ``seeds = N`` (once per suite, so every matrix entry shares them).
+    """
+    rng = rng or random.Random()
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{path}: not valid TOML: {exc}") from None
+    _check_keys(path, "top level", data, ("suite", "matrix"))
+    head = data.get("suite", {})
+    if not isinstance(head, dict):
+        raise SuiteError(f"{path}: [suite] must be a table")
+    _check_keys(path, "[suite]", head, (*SUITE_KEYS, *RUN_OPTIONS))
+    name = head.get("name", path.stem)
+    if not isinstance(name, str) or not name.strip() or "/" in name:
+        raise SuiteError(f"{path}: [suite]: name must be a non-empty string without '/', not {name!r}")
+    store = head.get("store", "store")
+    if not isinstance(store, str) or not store:
+        raise SuiteError(f"{path}: [suite]: store must be a directory name, not {store!r}")
+    description = head.get("description", "")
+    if not isinstance(description, str):
+        raise SuiteError(f"{path}: [suite]: description must be a string, not {description!r}")
+    key_timeout = head.get("key_timeout")
+    if key_timeout is not None and (
+        isinstance(key_timeout, bool) or not isinstance(key_timeout, int | float) or key_timeout <= 0
+    ):
+        raise SuiteError(
+            f"{path}: [suite]: key_timeout must be a positive number of seconds, not {key_timeout!r}"
+        )
+    defaults = {key: _option(path, "[suite]", key, head[key]) for key in RUN_OPTIONS if key in head}
+    suite_seeds = _seeds(path, "[suite]", head.get("seeds", 1), rng)
+    suite_repetitions = _repetitions(path, "[suite]", head.get("repetitions", 1))
+
+    matrix = data.get("matrix")
+    if not isinstance(matrix, list) or not matrix:
+        raise SuiteError(f"{path}: no [[matrix]] table; a suite needs at least one to say what to run")
+    cases: list[Case] = []
+    for number, entry in enumerate(matrix, start=1):
+        table = f"[[matrix]] #{number}"
+        if not isinstance(entry, dict):
+            raise SuiteError(f"{path}: {table} must be a table")
+        _check_keys(path, table, entry, (*MATRIX_KEYS, *RUN_OPTIONS))
+        for key in ("modes", "workloads"):
+            if key not in entry:
+                raise SuiteError(f'{_where(path, table)}: {key} is missing (a list of names, or "all")')
+        modes = _names(path, table, "modes", entry["modes"], vocabulary.modes)
+        workloads = _names(path, table, "workloads", entry["workloads"], vocabulary.workloads)
+        nemeses = _nemeses(path, table, entry.get("nemeses", "none"), vocabulary.nemeses)
+        bug_sets = _bugs(path, table, entry.get("bugs", "none"), vocabulary.bugs)
+        seeds = _seeds(path, table, entry["seeds"], rng) if "seeds" in entry else suite_seeds
+        repetitions = _repetitions(path, table, entry.get("repetitions", suite_repetitions))
+        expect = entry.get("expect", "valid")
+        if expect not in EXPECTATIONS:
+            raise SuiteError(
+                f"{_where(path, table)}: expect must be one of {', '.join(EXPECTATIONS)}, not {expect!r}"
+            )
+        group = entry.get("name", name)
+        if not isinstance(group, str) or not group:
+            raise SuiteError(f"{_where(path, table)}: name must be a non-empty string, not {group!r}")
+        options = {
+            **defaults,
+            **{key: _option(path, table, key, entry[key]) for key in RUN_OPTIONS if key in entry},
+        }
+        time_limit = float(options.pop("time_limit", DEFAULT_TIME_LIMIT))
+        # "all" modes or bugs mean every combination that exists: a bug only in the modes it applies to.
+        lenient = entry.get("bugs") == ALL or entry["modes"] == ALL
+        for mode, workload, nemesis, bugs in itertools.product(modes, workloads, nemeses, bug_sets):
+            unfit = [b for b in bugs if mode not in vocabulary.bug_modes.get(b, (mode,))]
+            if unfit and lenient:
+                continue
+            if unfit:
+                raise SuiteError(
+                    f"{_where(path, table)}: bug {unfit[0]!r} applies only to mode "
+                    f"{', '.join(vocabulary.bug_modes[unfit[0]])}, not to mode {mode!r}; narrow modes or bugs"
+                )
+            for seed, repetition in itertools.product(seeds, range(1, repetitions + 1)):
+                cases.append(
+                    Case(
+                        index=len(cases),
+                        mode=mode,
+                        workload=workload,
+                        nemesis=nemesis,
+                        bugs=bugs,
+                        seed=seed,
+                        repetition=repetition,
+                        time_limit=time_limit,
+                        options=dict(options),
+                        expect=expect,
+                        group=group,
+                    )
+                )
+    if not cases:
+        raise SuiteError(f"{path}: the matrix expands to no run; check modes and bugs")
+    names = [c.name for c in cases]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SuiteError(
+            f"{path}: the run {duplicates[0]!r} appears twice; remove the overlap between matrix tables"
+        )
+    return Suite(
+        name=name,
+        path=path,
+        cases=tuple(cases),
+        store=store,
+        description=description,
+        key_timeout=float(key_timeout) if key_timeout is not None else None,
+    )
+
+
+def load_suite(
+    path: str | os.PathLike[str],
+    *,
+    vocabulary: Vocabulary | None = None,
+    compose: Callable[[Case, str], None] | None = None,
+    rng: random.Random | None = None,
+) -> Suite:
+    """Read, expand and check a suite file: every case is composed (``compose``, by default the
+    controller's) before anything runs. Raises :class:`SuiteError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SuiteError(f"{path}: no such suite file; see suites/ for examples") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"{path}: cannot read the suite file ({exc})") from None
+    suite = parse_suite(text, path, vocabulary or controller_vocabulary(), rng)
+    check = compose or compose_case
+    for case in suite.cases:
+        try:
+            check(case, suite.store)
+        except ValueError as exc:
+            raise SuiteError(f"{path}: run {case.name!r} cannot be composed: {exc}") from None
+    return suite
+
+
+# --- running ---------------------------------------------------------------------------------------
+
+
+def test_spec(case: Case, store: str) -> Any:
+    """The controller's ``TestSpec`` for a case."""
+    from harness.run import TestSpec
+
+    return TestSpec(
+        seed=case.seed,
+        mode=case.mode,
+        workload=case.workload,
+        nemesis=case.nemesis,
+        bugs=case.bugs,
+        time_limit=case.time_limit,
+        store=store,
+        **dict(case.options),
+    )
+
+
+def compose_case(case: Case, store: str) -> None:
+    """Compose a case with the controller (names, bugs per mode, capabilities); raises ``ValueError``."""
+    from harness.run import compose
+
+    compose(test_spec(case, store))
+
+
+def run_case(case: Case, store: str) -> CaseRun:
+    """Run one case through the controller: the only place a suite calls ``harness.run``.
+
+    A crash of the controller, or a test it refuses, is recorded on the case (``error``), never raised:
+    the suite goes on with the next case.
+    """
+    from harness.run import run
+
+    started = time.monotonic()
+    spec = test_spec(case, store)
+    try:
+        result = run(spec)
+    except Exception as exc:  # noqa: BLE001 - one broken run must not end the night
+        return CaseRun(
+            run_dir=None,
+            command=spec.command(),
+            error=f"{type(exc).__name__}: {exc}",
+            seconds=time.monotonic() - started,
+        )
+    return CaseRun(
+        run_dir=result.run_dir,
+        command=spec.command(),
+        error=result.error,
+        seconds=time.monotonic() - started,
+    )
+
+
+@dataclass
+class SuiteResult:
+    """A finished suite: where its record is, each case's outcome and the exit code for CI."""
+
+    directory: Path
+    outcomes: list[CaseOutcome]
+
+    @property
+    def exit_code(self) -> int:
+        statuses = [o.status for o in self.outcomes]
+        if "failed" in statuses:
+            return 1
+        if "error" in statuses:
+            return 2
+        return 0
+
+    def counts(self) -> dict[str, int]:
+        counts = {"runs": len(self.outcomes), "passed": 0, "failed": 0, "error": 0}
+        for outcome in self.outcomes:
+            counts[outcome.status] += 1
+        counts["invalid"] = sum(1 for o in self.outcomes if o.valid is False)
+        counts["unknown"] = sum(1 for o in self.outcomes if o.valid == UNKNOWN)
+        counts["bugs_caught"] = sum(
+            1 for o in self.outcomes if o.case.expect == "invalid" and o.valid is False
+        )
+        counts["bugs_missed"] = sum(
+            1 for o in self.outcomes if o.case.expect == "invalid" and o.valid is not False
+        )
+        return counts
+
+
+def suite_directory(store: Path, name: str, started: datetime) -> Path:
+    parent = Path(store) / SUITES_DIR / name
+    parent.mkdir(parents=True, exist_ok=True)
+    stamp = started.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+    candidate, suffix = parent / stamp, 1
+    while True:
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            suffix += 1
+            candidate = parent / f"{stamp}-{suffix}"
+
+
+def _relative(path: Path | None, store: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(store.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _case_json(case: Case) -> dict[str, Any]:
+    return {
+        "name": case.name,
+        "group": case.group,
+        "mode": case.mode,
+        "workload": case.workload,
+        "nemesis": list(case.nemesis),
+        "bugs": list(case.bugs),
+        "seed": case.seed,
+        "repetition": case.repetition,
+        "time_limit": case.time_limit,
+        "options": dict(case.options),
+        "expect": case.expect,
+    }
+
+
+def suite_record(
+    suite: Suite,
+    started: datetime,
+    store: Path,
+    runs: Sequence[CaseRun | None],
+    outcomes: Sequence[CaseOutcome] = (),
+) -> dict[str, Any]:
+    """``suite.json``: the suite, each case with its run directory (relative to the store), and outcomes."""
+    by_index = {o.case.index: o for o in outcomes}
+    entries = []
+    for case, run in zip(suite.cases, runs, strict=False):
+        entry: dict[str, Any] = {**_case_json(case), "path": _relative(run.run_dir, store) if run else None}
+        if run is not None:
+            entry.update(command=run.command, error=run.error, seconds=round(run.seconds, 3))
+        outcome = by_index.get(case.index)
+        if outcome is not None:
+            entry.update(valid=outcome.valid, status=outcome.status, failed_checkers=outcome.failed_checkers)
+        entries.append(entry)
+    return {
+        "name": suite.name,
+        "file": str(suite.path),
+        "description": suite.description,
+        "started": started.astimezone(UTC).strftime(TIMESTAMP_FORMAT),
+        "cases": len(suite.cases),
+        "runs": entries,
+    }
+
+
+def judge(
+    cases: Sequence[Case], runs: Sequence[CaseRun], verdicts: Mapping[Path, tuple[Valid, dict[str, str]]]
+) -> list[CaseOutcome]:
+    """Each case's outcome from the analysis verdicts by run directory (a crash is unknown)."""
+    outcomes = []
+    for case, run in zip(cases, runs, strict=True):
+        found = verdicts.get(Path(run.run_dir).resolve()) if run.run_dir else None
+        if found is None:
+            reason = run.error or "the run left no stored directory"
+            outcomes.append(CaseOutcome(case, run, UNKNOWN, {"harness": reason}))
+            continue
+        valid, failed = found
+        if run.error and valid is True:
+            valid = UNKNOWN
+        outcomes.append(CaseOutcome(case, run, valid, failed))
+    return outcomes
+
+
+def run_suite(
+    suite: Suite,
+    *,
+    analyse: Callable[[RunSelection], Mapping[Path, tuple[Valid, dict[str, str]]]],
+    run: Callable[[Case, str], CaseRun] = run_case,
+    progress: Any = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> SuiteResult:
+    """Run every case, analyse them all with ``analyse`` (one Spark job), write suite.json, junit.xml
+    and summary.json, and return the outcomes.
+
+    ``analyse`` gets the stored runs and returns, per run directory, (validity, failed checker ->
+    summary); the CLI passes the Spark pipeline.
+    """
+    from harness.analysis.progress import SilentProgress
+
+    progress = progress or SilentProgress()
+    store = Path(suite.store).resolve()
+    started = clock()
+    directory = suite_directory(store, suite.name, started)
+    runs: list[CaseRun | None] = [None] * len(suite.cases)
+    write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
+    progress.step(f"suite {suite.name}: {len(suite.cases)} runs", total=len(suite.cases))
+    for number, case in enumerate(suite.cases):
+        progress.note(f"[{number + 1}/{len(suite.cases)}] {case.name}")
+        runs[number] = run(case, str(store))
+        write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
+        progress.update(number + 1, len(suite.cases))
+    done = [r for r in runs if r is not None]
+    stored = [
+        StoredRun(
+            path=Path(r.run_dir).resolve(),
+            test=Path(r.run_dir).parent.name,
+            run=Path(r.run_dir).name,
+            suite=suite.name,
+            night=started.astimezone(UTC).strftime("%Y-%m-%d"),
+        )
+        for r in done
+        if r.run_dir is not None and (Path(r.run_dir) / "test.json").is_file()
+    ]
+    verdicts = analyse(RunSelection(store=store, runs=tuple(stored))) if stored else {}
+    outcomes = judge(suite.cases, done, verdicts)
+    result = SuiteResult(directory=directory, outcomes=outcomes)
+    write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs, outcomes))
+    write_junit(directory / JUNIT, suite, outcomes, started, store)
+    write_json(directory / SUMMARY, suite_summary(suite, result, started))
+    write_suite_page_safely(directory)
+    return result
+
+
+# --- reporting -------------------------------------------------------------------------------------
+
+
+def _xml_text(text: str) -> str:
+    """Text safe for XML 1.0: characters it forbids (controls, lone surrogates) as \\xNN / \\uNNNN."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if code in (0x9, 0xA, 0xD) or 0x20 <= code <= 0xD7FF or 0xE000 <= code <= 0xFFFD or code >= 0x10000:
+            out.append(char)
+        else:
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)
+
+
+def _failure_text(outcome: CaseOutcome, store: Path) -> str:
+    lines = []
+    if outcome.case.expect == "invalid" and outcome.valid is not False:
+        bugs = ", ".join(outcome.case.bugs) or "the expected anomaly"
+        lines.append(f"missed a known bug: {bugs} was switched on, but no checker found an anomaly")
+    for checker, summary in outcome.failed_checkers.items():
+        lines.append(f"{checker}: {summary}")
+    lines.append(f"reproduce: {outcome.run.command}")
+    if outcome.run.run_dir is not None:
+        lines.append(f"run: {_relative(outcome.run.run_dir, store)}")
+    return "\n".join(lines)
+
+
+def junit_document(
+    suite: Suite, outcomes: Sequence[CaseOutcome], started: datetime, store: Path
+) -> ElementTree.Element:
+    """JUnit XML as Jenkins, GitLab and GitHub reporters read it: ``testsuites`` > ``testsuite`` >
+    one ``testcase`` per run; ``failure`` for an anomaly or a missed bug, ``error`` for unknown or a
+    crash, each carrying the checker summaries and the reproduce command."""
+    failures = sum(1 for o in outcomes if o.status == "failed")
+    errors = sum(1 for o in outcomes if o.status == "error")
+    total_time = sum(o.run.seconds for o in outcomes)
+    counts = {"tests": str(len(outcomes)), "failures": str(failures), "errors": str(errors)}
+    root = ElementTree.Element("testsuites", {"name": suite.name, **counts, "time": f"{total_time:.3f}"})
+    testsuite = ElementTree.SubElement(
+        root,
+        "testsuite",
+        {
+            "name": suite.name,
+            **counts,
+            "skipped": "0",
+            "time": f"{total_time:.3f}",
+            "timestamp": started.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S"),
+            "hostname": socket.gethostname() or "localhost",
+        },
+    )
+    properties = ElementTree.SubElement(testsuite, "properties")
+    ElementTree.SubElement(properties, "property", {"name": "suite_file", "value": str(suite.path)})
+    for outcome in outcomes:
+        case = outcome.case
+        testcase = ElementTree.SubElement(
+            testsuite,
+            "testcase",
+            {"classname": case.classname, "name": case.name, "time": f"{outcome.run.seconds:.3f}"},
+        )
+        status = outcome.status
+        valid_word = {True: "valid", False: "invalid"}.get(outcome.valid, UNKNOWN)  # type: ignore[arg-type]
+        if status == "failed":
+            if case.expect == "invalid":
+                message = (
+                    f"missed known bug {', '.join(case.bugs) or '(none named)'}: the run was {valid_word}"
+                )
+                kind = "missed-bug"
+            else:
+                message = f"invalid: {', '.join(outcome.failed_checkers) or 'a checker'} found an anomaly"
+                kind = "invalid"
+            element = ElementTree.SubElement(
+                testcase, "failure", {"message": _xml_text(message), "type": kind}
+            )
+            element.text = _xml_text(_failure_text(outcome, store))
+        elif status == "error":
+            kind = "crashed" if outcome.run.error and outcome.run.run_dir is None else UNKNOWN
+            reasons = "; ".join(f"{k}: {v}" for k, v in outcome.failed_checkers.items()) or "could not decide"
+            element = ElementTree.SubElement(
+                testcase, "error", {"message": _xml_text(f"{kind}: {reasons}"[:500]), "type": kind}
+            )
+            element.text = _xml_text(_failure_text(outcome, store))
+        out = [f"verdict: {valid_word} (expected {case.expect})", f"reproduce: {outcome.run.command}"]
+        if outcome.run.run_dir is not None:
+            run_dir = _relative(outcome.run.run_dir, store)
+            out += [f"run: {run_dir}", f"results: {run_dir}/results.json", f"report: {run_dir}/report.html"]
+        if case.expect == "invalid" and outcome.valid is False:
+            out.append(f"known bug caught by: {', '.join(outcome.failed_checkers)}")
+        ElementTree.SubElement(testcase, "system-out").text = _xml_text("\n".join(out))
+    return root
+
+
+def write_junit(
+    path: Path, suite: Suite, outcomes: Sequence[CaseOutcome], started: datetime, store: Path
+) -> None:
+    root = junit_document(suite, outcomes, started, store)
+    ElementTree.indent(root)
+    temporary = path.with_name(f".{path.name}.tmp")
+    ElementTree.ElementTree(root).write(temporary, encoding="utf-8", xml_declaration=True)
+    os.replace(temporary, path)
+
+
+def suite_summary(suite: Suite, result: SuiteResult, started: datetime) -> dict[str, Any]:
+    """``summary.json``: the counts and one line per run, for the suite's summary page and the index."""
+    return {
+        "name": suite.name,
+        "started": started.astimezone(UTC).strftime(TIMESTAMP_FORMAT),
+        "exit_code": result.exit_code,
+        "counts": result.counts(),
+        "runs": [
+            {
+                "name": o.case.name,
+                "status": o.status,
+                "valid": o.valid,
+                "expect": o.case.expect,
+                "path": o.run.run_dir and str(o.run.run_dir),
+                "failed_checkers": o.failed_checkers,
+                "command": o.run.command,
+            }
+            for o in result.outcomes
+        ],
+    }
+
+
+def with_store(suite: Suite, store: str | None) -> Suite:
+    """The suite with its store replaced (the CLI's ``--store``)."""
+    return suite if store is None else replace(suite, store=store)
+
+
+def dumps_case_list(suite: Suite) -> str:
+    """The expanded matrix, one run per line (``harness suite --list``)."""
+    return "\n".join(
+        f"{c.index + 1:4d}  {c.name}  (expect {c.expect}, {c.time_limit:g} s)" for c in suite.cases
+    )

@@ -1,0 +1,294 @@
+"""The analysis pipeline's parts that need no Spark: the session's configuration and master checks,
+finding runs, reading one run into rows, folding per-key verdicts, and the commands' bad-input answers.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from checkers.verdict import UNKNOWN, Verdict
+from harness.analysis.checks import (
+    distrust,
+    infer_model,
+    merge_linearizability,
+    operation_from_row,
+    run_params,
+    verdict_row,
+)
+from harness.analysis.cli import main as analysis_main
+from harness.analysis.discovery import SUITE_JSON, DiscoveryError, find_runs
+from harness.analysis.ingest import read_run
+from harness.analysis.spark import (
+    SparkUnavailable,
+    check_master_reachable,
+    driver_memory,
+    is_local,
+    master_endpoints,
+    resolve_master,
+    session_conf,
+)
+from harness.analysis.summary import failing_since
+from tests.harness.synthetic_runs import write_run
+
+# --- the Spark session ----------------------------------------------------------------------------
+
+
+def test_master_comes_from_the_option_then_the_environment_then_local() -> None:
+    assert resolve_master("local[2]", {"SPARK_MASTER": "spark://h:7077"}) == "local[2]"
+    assert resolve_master(None, {"SPARK_MASTER": "spark://h:7077"}) == "spark://h:7077"
+    assert resolve_master(None, {}) == "local[*]"
+
+
+@pytest.mark.parametrize(
+    ("master", "endpoints"),
+    [
+        ("local", []),
+        ("local[4]", []),
+        ("local[*]", []),
+        ("yarn", []),
+        ("spark://a:7077", [("a", 7077)]),
+        ("spark://a:7077,b:7078", [("a", 7077), ("b", 7078)]),
+        ("k8s://https://api.example:6443", [("api.example", 6443)]),
+    ],
+)
+def test_master_endpoints(master: str, endpoints: list[tuple[str, int]]) -> None:
+    assert master_endpoints(master) == endpoints
+
+
+@pytest.mark.parametrize("master", ["spark://nohostport", "mesos-ish://x", "locale[2]", ""])
+def test_a_master_spark_would_not_accept_is_one_sentence(master: str) -> None:
+    with pytest.raises(SparkUnavailable) as caught:
+        master_endpoints(master)
+    assert "--spark-master" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_master_is_reported_at_once() -> None:
+    port = closed_port()
+    with pytest.raises(SparkUnavailable, match=f"spark://127.0.0.1:{port} is unreachable"):
+        check_master_reachable(f"spark://127.0.0.1:{port}", timeout_s=2.0)
+
+
+def test_a_reachable_master_passes_the_check() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        check_master_reachable(f"spark://127.0.0.1:{server.getsockname()[1]}", timeout_s=2.0)
+
+
+def test_local_sessions_are_quiet_small_and_run_this_interpreter() -> None:
+    import sys
+
+    conf = session_conf("local[2]", {"spark.driver.memory": "3g"})
+    assert conf["spark.ui.enabled"] == "false" and conf["spark.ui.showConsoleProgress"] == "false"
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    assert conf["spark.pyspark.python"] == sys.executable
+    assert conf["spark.driver.memory"] == "3g"  # --spark-conf wins
+    assert conf["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
+    log4j = conf["spark.driver.extraJavaOptions"].split("file:", 1)[1]
+    assert "rootLogger.level = error" in Path(log4j).read_text(encoding="utf-8")
+    assert "spark.pyspark.python" not in session_conf("spark://h:7077")  # a cluster keeps its own Python
+    assert is_local("local[*]") and not is_local("spark://h:7077")
+
+
+@pytest.mark.parametrize(("gib", "expected"), [(2, "1g"), (8, "2g"), (24, "4g"), (512, "4g")])
+def test_driver_memory_is_a_quarter_of_the_machine_within_bounds(gib: int, expected: str) -> None:
+    assert driver_memory(gib << 30) == expected
+
+
+# --- finding runs ---------------------------------------------------------------------------------
+
+
+def test_runs_are_found_in_a_store_a_run_and_a_suite(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    a = write_run(store, "reg", "20261120T020000", ops=10)
+    b = write_run(store, "queue", "20261121T020000", ops=10)
+    (store / "latest").symlink_to("queue/20261121T020000")
+    (store / "dataset" / "runs").mkdir(parents=True)
+    suite = store / "suites" / "nightly" / "20261120T235500"
+    suite.mkdir(parents=True)
+    (suite / SUITE_JSON).write_text(
+        json.dumps({"name": "nightly", "started": "20261120T235500", "runs": [{"path": "reg/20261120T020000"}, {"path": None}]}),
+        encoding="utf-8",
+    )
+    whole = find_runs([store])
+    assert [r.path for r in whole.runs] == [b.resolve(), a.resolve()]  # (test, run) order, each once
+    assert whole.store == store.resolve()
+    by_test = {r.test: r for r in whole.runs}
+    assert (by_test["reg"].suite, by_test["reg"].night) == ("nightly", "2026-11-20")  # the suite's night
+    assert by_test["queue"].suite is None and by_test["queue"].night_or_date() == "2026-11-21"
+    assert [r.path for r in find_runs([store / "latest"]).runs] == [b.resolve()]
+    assert [r.path for r in find_runs([suite]).runs] == [a.resolve()]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda root: root / "missing", "no such directory"),
+        (lambda root: root, "holds no stored run"),
+    ],
+)
+def test_paths_without_runs_are_one_sentence(tmp_path: Path, make, message: str) -> None:  # noqa: ANN001
+    with pytest.raises(DiscoveryError, match=message):
+        find_runs([make(tmp_path)])
+
+
+def test_runs_of_two_stores_need_one_store_named(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "one", "reg", "20261120T020000", ops=10)
+    b = write_run(tmp_path / "two", "reg", "20261120T020000", ops=10)
+    with pytest.raises(DiscoveryError, match="more than one store"):
+        find_runs([a, b])
+    assert find_runs([a, b], store=tmp_path / "one").store == (tmp_path / "one").resolve()
+
+
+# --- one run into rows, without Spark ---------------------------------------------------------------
+
+
+def test_read_run_parses_checks_and_counts_a_run(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=120, keys=3, seed=4)
+    records = read_run(run, "reg", "20261120T020000", night="2026-11-20")
+    assert records.input_errors == []
+    assert records.checks.pending == ["linearizable"]
+    assert set(records.checks.verdicts) == {"single-leader-per-term", "lsn-monotonicity", "durability"}
+    assert all(v.valid is True for v in records.checks.verdicts.values())
+    row = records.run
+    assert (row["ops"], row["nemesis_ops"], row["mode"], row["nemesis"], row["bugs"], row["model"]) == (
+        123, 2, "raft", "partition", "none", "cas-register",
+    )
+    assert row["ok_ops"] == 123 and row["ops_per_s"] > 0 and row["latency_p50_ms"] <= row["latency_p99_ms"]
+    assert len(records.operations["id"]) == 123 + 2
+    assert records.journal["event"].count("apply") == 3 * records.operations["f"].count("write")
+
+
+def test_read_run_names_a_missing_history(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=10)
+    (run / "history.jsonl").unlink()
+    records = read_run(run, "reg", "20261120T020000")
+    assert [e.describe() for e in records.input_errors] == ["history.jsonl: no such file"]
+    assert {v.valid for v in records.checks.verdicts.values()} == {UNKNOWN}
+    assert records.operations["id"] == []
+
+
+def test_operation_rows_round_trip(tmp_path: Path) -> None:
+    from checkers.history import load_history
+
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=40, history_values={"k9": [1, {"a": None}]})
+    records = read_run(run, "reg", "20261120T020000")
+    history = load_history(run / "history.jsonl")
+    columns = records.operations
+    rows = [{name: values[i] for name, values in columns.items()} for i in range(len(columns["id"]))]
+    rebuilt = [operation_from_row(r) for r in rows[: len(history.ops)]]
+    assert rebuilt == list(history.ops)
+
+
+# --- verdicts ---------------------------------------------------------------------------------------
+
+
+def key_row(first_id: int, verdict: Verdict) -> dict:
+    return {**verdict_row("t", "r", "linearizable", verdict), "first_id": first_id, "key_json": json.dumps(first_id)}
+
+
+def test_per_key_verdicts_fold_into_the_worst_reporting_the_earliest_key() -> None:
+    ok = Verdict(True, "linearizable: 5 operations on 1 keys", stats={"ops": 5, "states": 7, "time_s": 0.1})
+    bad_late = Verdict(False, "not linearizable: key b", counterexample={"key": "b"}, stats={"ops": 4})
+    bad_early = Verdict(False, "not linearizable: key a", counterexample={"key": "a"}, stats={"ops": 3})
+    merged = merge_linearizability("cas-register", [key_row(9, bad_late), key_row(0, ok), key_row(2, bad_early)])
+    assert merged.valid is False
+    assert merged.summary == "not linearizable: key a (2 of 3 keys not linearizable)"
+    assert merged.counterexample == {"key": "a"}
+    assert merged.stats["ops"] == 12 and merged.stats["keys"] == 3
+    undecided = merge_linearizability("cas-register", [key_row(0, ok), key_row(1, Verdict(UNKNOWN, "timed out"))])
+    assert undecided.valid == UNKNOWN and undecided.summary == "timed out"
+    fine = merge_linearizability("cas-register", [key_row(0, ok), key_row(1, ok)])
+    assert fine.valid is True and fine.summary == "linearizable: 10 operations on 2 keys (cas-register model)"
+
+
+def test_partial_input_never_passes_but_an_anomaly_stands() -> None:
+    passed = distrust(Verdict(True, "one leader per term"), ["nodes/n2/journal.jsonl:6: bad JSON"])
+    assert passed.valid == UNKNOWN and passed.summary.startswith("cannot decide: nodes/n2/journal.jsonl:6")
+    failed = Verdict(False, "term 3 has 2 leaders")
+    assert distrust(failed, ["nodes/n2/journal.jsonl:6: bad JSON"]) is failed
+
+
+def test_run_params_read_the_controllers_test_json() -> None:
+    spec = {"mode": "raft", "workload": "queue", "nemesis": ["partition", "kill"], "bugs": ["no-dedup"],
+            "model": "queue", "checkers": ["linearizable", "durability"], "command": "harness run --seed 3"}
+    params = run_params(spec, None)
+    assert (params.mode, params.workload, params.nemesis, params.bugs, params.model) == (
+        "raft", "queue", "partition+kill", "no-dedup", "queue",
+    )
+    assert params.checkers == ("linearizable", "durability") and params.command == "harness run --seed 3"
+    assert run_params({"nemesis": []}, None).nemesis == "none"
+    assert infer_model(None) is None
+
+
+# --- summary ----------------------------------------------------------------------------------------
+
+
+def test_failing_since_is_the_first_night_of_the_current_streak() -> None:
+    nights = ["2026-11-18", "2026-11-19", "2026-11-20", "2026-11-21"]
+    failed = {
+        "durability": {"2026-11-18", "2026-11-20", "2026-11-21"},  # broken streak: since the 20th
+        "linearizable": {"2026-11-19"},  # not failing any more
+        "lsn-monotonicity": set(nights),
+    }
+    assert failing_since(nights, failed) == {"durability": "2026-11-20", "lsn-monotonicity": "2026-11-18"}
+    assert failing_since([], failed) == {}
+
+
+# --- the commands' bad input, before any Spark starts --------------------------------------------------
+
+
+def test_analyze_with_an_unreachable_master_is_one_sentence_and_254(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=10)
+    port = closed_port()
+    assert analysis_main(["analyze", str(run), "--spark-master", f"spark://127.0.0.1:{port}", "--quiet"]) == 254
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("harness analyze: the Spark master") and "\n" not in err
+
+
+def test_analyze_of_a_store_without_runs_is_one_sentence_and_254(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "store").mkdir()
+    assert analysis_main(["analyze", str(tmp_path / "store")]) == 254
+    assert "holds no stored run" in capsys.readouterr().err
+    assert analysis_main(["analyze"]) == 254
+    assert "name what to analyse" in capsys.readouterr().err
+    assert analysis_main(["analyze", str(tmp_path), "--spark-conf", "nonsense"]) == 254
+
+
+def test_the_ingestion_task_turns_a_crash_into_an_unknown_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow as pa
+
+    from harness.analysis import ingest
+
+    good = write_run(tmp_path, "reg", "20261120T020000", ops=20)
+    bad = write_run(tmp_path, "reg", "20261121T020000", ops=20)
+    real = ingest.read_run
+
+    def flaky(path: Path, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        if path == bad:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "read_run", flaky)
+    inputs = pa.RecordBatch.from_pylist(
+        [{"path": str(p), "test": "reg", "run": p.name, "suite": None, "night": None} for p in (good, bad)]
+    )
+    rows = pa.Table.from_batches(list(ingest.ingest_task()(iter([inputs])))).to_pylist()
+    runs = {r["run"]: r for r in rows if r["table"] == "runs"}
+    assert runs[good.name]["pending"] == "linearizable" and runs[good.name]["input_errors_json"] is None
+    assert "the analysis crashed on this run: RecursionError" in runs[bad.name]["input_errors_json"]
+    verdicts = [r for r in rows if r["table"] == "verdicts" and r["run"] == bad.name]
+    assert {r["valid"] for r in verdicts} == {"unknown"} and len(verdicts) == 4
+    assert sum(1 for r in rows if r["table"] == "operations" and r["run"] == good.name) == 20 + 3 + 2

@@ -1,0 +1,391 @@
+"""Suites: parsing and expanding suite files, judging runs against expectations, JUnit XML that CI reads.
+
+The fast tests use a fixed vocabulary and fake runs (no containers, no Spark). The JUnit output is
+checked three ways: against an XML schema of what Jenkins and GitLab accept (``junit_ci.xsd``), by
+``junitparser`` (the parser many CI tools and reporters use) and by walking it as GitLab does (status
+from the failure/error child). One ``spark`` test runs a whole suite over synthetic stored runs through
+the real analysis pipeline.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import xmlschema
+from junitparser import Error, Failure, JUnitXml
+
+from checkers.verdict import UNKNOWN
+from harness.analysis.cli import main as analysis_main
+from harness.suite import (
+    Case,
+    CaseOutcome,
+    CaseRun,
+    Suite,
+    SuiteError,
+    SuiteResult,
+    Vocabulary,
+    controller_vocabulary,
+    judge,
+    junit_document,
+    load_suite,
+    parse_suite,
+    run_suite,
+)
+
+pytest_plugins = ("tests.harness.spark_fixtures",)
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = xmlschema.XMLSchema(str(Path(__file__).with_name("junit_ci.xsd")))
+VOCABULARY = Vocabulary(
+    modes=("blazingmq", "raft"),
+    workloads=("register", "queue"),
+    nemeses=("partition", "kill", "clock"),
+    bugs=("stale-read", "skip-leader-sync"),
+    bug_modes={"stale-read": ("blazingmq", "raft"), "skip-leader-sync": ("blazingmq",)},
+)
+STARTED = datetime(2026, 11, 22, 2, 0, 0, tzinfo=UTC)
+
+
+def parse(text: str, seed: int = 0) -> Suite:
+    return parse_suite(text, Path("s.toml"), VOCABULARY, random.Random(seed))
+
+
+# --- parsing and expansion -------------------------------------------------------------------------
+
+
+def test_matrix_expands_to_every_combination_in_order() -> None:
+    suite = parse(
+        """
+        [suite]
+        name = "n"
+        time_limit = 15
+        seeds = [1, 2]
+        repetitions = 2
+        concurrency = 3
+
+        [[matrix]]
+        modes = ["blazingmq", "raft"]
+        workloads = ["register"]
+        nemeses = ["partition", "kill,partition", "none"]
+        """
+    )
+    assert len(suite.cases) == 2 * 1 * 3 * 2 * 2
+    first = suite.cases[0]
+    assert (first.mode, first.workload, first.nemesis, first.bugs, first.seed, first.repetition) == (
+        "blazingmq", "register", ("partition",), (), 1, 1,
+    )
+    assert suite.cases[1].repetition == 2 and suite.cases[2].seed == 2
+    # packages are put in the vocabulary's order, so "kill,partition" is the same run as "partition,kill"
+    assert suite.cases[4].nemesis == ("partition", "kill")
+    assert suite.cases[8].nemesis == ()
+    assert {c.time_limit for c in suite.cases} == {15.0}
+    assert all(c.options == {"concurrency": 3} for c in suite.cases)
+    assert len({c.name for c in suite.cases}) == len(suite.cases)
+
+
+def test_all_modes_with_a_bug_means_the_modes_it_applies_to() -> None:
+    suite = parse(
+        """
+        [[matrix]]
+        modes = "all"
+        workloads = ["register"]
+        bugs = ["skip-leader-sync"]
+        """
+    )
+    assert [c.mode for c in suite.cases] == ["blazingmq"]
+
+
+def test_all_expands_to_the_vocabulary_and_skips_bugs_outside_their_modes() -> None:
+    suite = parse(
+        """
+        [[matrix]]
+        modes = "all"
+        workloads = ["register"]
+        nemeses = "all"
+        bugs = "all"
+        seeds = [5]
+        expect = "invalid"
+        """
+    )
+    combos = {(c.mode, c.nemesis, c.bugs) for c in suite.cases}
+    assert ("raft", ("kill",), ("skip-leader-sync",)) not in combos  # blazingmq-only bug
+    assert ("blazingmq", ("kill",), ("skip-leader-sync",)) in combos
+    assert len(suite.cases) == 3 * (2 + 1)  # 3 nemeses x (stale-read in 2 modes + skip-leader-sync in 1)
+    assert {c.expect for c in suite.cases} == {"invalid"}
+
+
+def test_seed_count_draws_that_many_seeds_once_for_the_whole_suite() -> None:
+    text = """
+        [suite]
+        seeds = 3
+        [[matrix]]
+        modes = ["raft"]
+        workloads = ["register"]
+        [[matrix]]
+        modes = ["raft"]
+        workloads = ["queue"]
+        """
+    suite = parse(text, seed=11)
+    seeds = [c.seed for c in suite.cases]
+    assert seeds[:3] == seeds[3:] and len(set(seeds[:3])) == 3
+    assert [c.seed for c in parse(text, seed=11).cases] == seeds  # drawn from the RNG passed in
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[suite]\nnmae = 'x'\n[[matrix]]\nmodes=['raft']\nworkloads=['register']", "unknown key 'nmae'"),
+        ("[[matrix]]\nmodes=['raft']\nworkloads=['register']\nnemesis=['kill']", "unknown key 'nemesis'"),
+        ("[[matrix]]\nmodes=['rafty']\nworkloads=['register']", "unknown name 'rafty'"),
+        ("[[matrix]]\nmodes=['raft']\nworkloads=['register']\nnemeses=['kill,flood']", "unknown nemesis 'flood'"),
+        ("[[matrix]]\nmodes=['raft']\nworkloads=['register']\nbugs=['skip-leader-sync']", "applies only to mode"),
+        ("[[matrix]]\nmodes=['raft']\nworkloads=['register']\nexpect='broken'", "expect must be one of"),
+        ("[suite]\ntime_limit = -3\n[[matrix]]\nmodes=['raft']\nworkloads=['register']", "must be positive"),
+        ("[suite]\nnodes = 'five'\n[[matrix]]\nmodes=['raft']\nworkloads=['register']", "must be a whole number"),
+        ("[suite]\nseeds = [1, 'x']\n[[matrix]]\nmodes=['raft']\nworkloads=['register']", "seeds must be"),
+        ("[[matrix]]\nmodes=['raft']", "workloads is missing"),
+        ("[suite]\nname='x'", "no [[matrix]] table"),
+        ("[suite\nname='x'", "not valid TOML"),
+        (
+            "[[matrix]]\nmodes=['raft']\nworkloads=['register']\n[[matrix]]\nmodes=['raft']\nworkloads=['register']",
+            "appears twice",
+        ),
+    ],
+)
+def test_a_bad_suite_file_is_one_sentence_naming_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(SuiteError) as caught:
+        parse(text)
+    text_of_error = str(caught.value)
+    assert message in text_of_error
+    assert text_of_error.startswith("s.toml") and "\n" not in text_of_error
+
+
+def test_shipped_suites_parse_and_compose_with_the_controller() -> None:
+    vocabulary = controller_vocabulary()
+    nightly = load_suite(ROOT / "suites" / "nightly.toml", rng=random.Random(1))
+    bugs = load_suite(ROOT / "suites" / "bugs.toml")
+    # nightly: every nemesis package against every mode and workload, no bugs, all expected valid
+    for mode in vocabulary.modes:
+        for nemesis in vocabulary.nemeses:
+            assert any(c.mode == mode and c.nemesis == (nemesis,) for c in nightly.cases), (mode, nemesis)
+    assert all(c.bugs == () and c.expect == "valid" for c in nightly.cases)
+    # bugs: each known bug at least once, expected invalid; bug-free controls expected valid
+    caught = {b for c in bugs.cases if c.expect == "invalid" for b in c.bugs}
+    assert caught == set(vocabulary.bugs)
+    assert all(c.expect == "invalid" for c in bugs.cases if c.bugs)
+    assert any(c.expect == "valid" and not c.bugs for c in bugs.cases)
+
+
+def test_a_case_the_controller_refuses_fails_the_whole_file_before_any_run(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text("[[matrix]]\nmodes=['raft']\nworkloads=['register']\n", encoding="utf-8")
+
+    def refuse(case: Case, store: str) -> None:
+        raise ValueError("the clock nemesis needs libfaketime")
+
+    with pytest.raises(SuiteError, match="cannot be composed: the clock nemesis needs libfaketime"):
+        load_suite(path, vocabulary=VOCABULARY, compose=refuse)
+
+
+def test_the_cli_answers_a_bad_suite_file_with_one_line_and_254(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[suite]\ncolour = 'red'\n", encoding="utf-8")
+    assert analysis_main(["suite", str(path)]) == 254
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unknown key 'colour'" in err
+
+
+def test_the_cli_refuses_a_missing_suite_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert analysis_main(["suite", str(tmp_path / "none.toml")]) == 254
+    assert "no such suite file" in capsys.readouterr().err
+
+
+# --- judging and exit codes -----------------------------------------------------------------------
+
+
+def case(index: int, expect: str = "valid", bugs: tuple[str, ...] = ()) -> Case:
+    return Case(index, "raft", "register", ("partition",), bugs, seed=index, repetition=1, time_limit=10.0,
+                expect=expect, group="t")
+
+
+def outcome(c: Case, valid: object, failed: dict[str, str] | None = None, error: str | None = None) -> CaseOutcome:
+    run = CaseRun(run_dir=None if error else Path(f"/s/t/{c.index}"), command=f"harness run --seed {c.seed}",
+                  error=error, seconds=1.5)
+    return CaseOutcome(c, run, valid, failed or {})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("statuses", "code"),
+    [
+        ([("valid", True)], 0),
+        ([("invalid", False)], 0),  # a known bug caught
+        ([("valid", True), ("valid", UNKNOWN)], 2),
+        ([("valid", False), ("valid", UNKNOWN)], 1),
+        ([("invalid", True)], 1),  # a known bug missed
+        ([("invalid", UNKNOWN)], 1),  # undecided is not caught
+    ],
+)
+def test_exit_code_follows_verdicts_and_expectations(statuses: list[tuple[str, object]], code: int) -> None:
+    outcomes = [outcome(case(i, expect), valid) for i, (expect, valid) in enumerate(statuses)]
+    assert SuiteResult(Path("/s"), outcomes).exit_code == code
+
+
+def test_a_run_that_crashed_or_left_nothing_is_unknown() -> None:
+    cases = [case(0), case(1)]
+    runs = [CaseRun(None, "harness run --seed 0", error="RuntimeError: engine gone"),
+            CaseRun(Path("/s/t/1"), "harness run --seed 1", error="interrupted (Ctrl-C)")]
+    outcomes = judge(cases, runs, {Path("/s/t/1").resolve(): (True, {})})
+    assert [o.valid for o in outcomes] == [UNKNOWN, UNKNOWN]  # a run cut short is never valid
+    assert outcomes[0].failed_checkers == {"harness": "RuntimeError: engine gone"}
+
+
+# --- JUnit XML ------------------------------------------------------------------------------------
+
+
+def junit_text(outcomes: list[CaseOutcome], suite_name: str = "nightly") -> str:
+    suite = Suite(name=suite_name, path=Path("suites/x.toml"), cases=tuple(o.case for o in outcomes))
+    root = junit_document(suite, outcomes, STARTED, Path("/s"))
+    return ElementTree.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+def mixed_outcomes() -> list[CaseOutcome]:
+    return [
+        outcome(case(0), True),
+        outcome(case(1), False, {"durability": "1 lost: write of key 'k0' value 101 <script>alert(1)</script>"}),
+        outcome(case(2, "invalid", ("stale-read",)), False, {"linearizable": "not linearizable: key k1"}),
+        outcome(case(3, "invalid", ("stale-read",)), True),
+        outcome(case(4), UNKNOWN, {"linearizable": "timed out after 120 s \x00\x1b[31m"}),
+        outcome(case(5), UNKNOWN, {"harness": "RuntimeError: boom"}, error="RuntimeError: boom"),
+    ]
+
+
+def test_junit_validates_against_what_ci_systems_accept(tmp_path: Path) -> None:
+    text = junit_text(mixed_outcomes())
+    SCHEMA.validate(text)  # raises on any violation
+    path = tmp_path / "junit.xml"
+    path.write_text(text, encoding="utf-8")
+    xml = JUnitXml.fromfile(str(path))
+    suites = list(xml)
+    assert len(suites) == 1
+    suite = suites[0]
+    assert (suite.tests, suite.failures, suite.errors) == (6, 2, 2)
+    results = {case.name.split(" seed=")[1]: [type(r) for r in case.result] for case in suite}
+    assert results["0 rep=1"] == []
+    assert results["1 rep=1"] == [Failure]  # an anomaly
+    assert results["2 rep=1"] == []  # a known bug caught: passes
+    assert results["3 rep=1"] == [Failure]  # a known bug missed
+    assert results["4 rep=1"] == [Error]  # unknown
+    assert results["5 rep=1"] == [Error]  # crashed
+
+
+def test_junit_failures_carry_checker_summaries_and_the_reproduce_command() -> None:
+    root = ElementTree.fromstring(junit_text(mixed_outcomes()).encode("utf-8"))
+    # as GitLab reads it: testsuites/testsuite/testcase, status from the first failure/error child
+    cases = root.findall("./testsuite/testcase")
+    failure = cases[1].find("failure")
+    assert failure is not None and failure.get("type") == "invalid"
+    assert "durability: 1 lost" in (failure.text or "")
+    assert "<script>alert(1)</script>" in (failure.text or "")  # escaped in the file, intact when read
+    assert "reproduce: harness run --seed 1" in (failure.text or "")
+    missed = cases[3].find("failure")
+    assert missed is not None and missed.get("type") == "missed-bug" and "stale-read" in missed.get("message", "")
+    unknown = cases[4].find("error")
+    assert unknown is not None and "\\x00" in (unknown.text or "")  # control characters made visible, not raw
+    caught = cases[2].find("system-out")
+    assert caught is not None and "known bug caught by: linearizable" in (caught.text or "")
+    assert all(c.get("classname") == "t.raft.register" for c in cases)
+
+
+def test_junit_of_an_all_valid_suite_has_no_failures() -> None:
+    text = junit_text([outcome(case(0), True), outcome(case(1), True)])
+    SCHEMA.validate(text)
+    root = ElementTree.fromstring(text.encode("utf-8"))
+    assert root.get("failures") == "0" and root.get("errors") == "0" and root.get("tests") == "2"
+    assert not root.findall(".//failure") and not root.findall(".//error")
+
+
+# --- a whole suite, with fake runs -----------------------------------------------------------------
+
+
+def test_run_suite_continues_after_a_crash_and_records_everything(tmp_path: Path) -> None:
+    from harness.analysis.discovery import SUITE_JSON, find_runs
+
+    suite = Suite(
+        name="fake",
+        path=tmp_path / "fake.toml",
+        cases=(case(0), case(1), case(2, "invalid", ("stale-read",))),
+        store=str(tmp_path / "store"),
+    )
+    calls: list[int] = []
+
+    def fake_run(c: Case, store: str) -> CaseRun:
+        calls.append(c.index)
+        if c.index == 1:
+            return CaseRun(None, f"harness run --seed {c.seed}", error="ConfigError: no engine")
+        run_dir = Path(store) / "t" / f"2026112{c.index}T020000"
+        run_dir.mkdir(parents=True)
+        (run_dir / "test.json").write_text("{}", encoding="utf-8")
+        return CaseRun(run_dir, f"harness run --seed {c.seed}", seconds=2.0)
+
+    def fake_analyse(selection):  # noqa: ANN001, ANN202
+        assert [r.suite for r in selection.runs] == ["fake", "fake"]
+        return {r.path: (False if r.run.startswith("20261122") else True, {}) for r in selection.runs}
+
+    result = run_suite(suite, analyse=fake_analyse, run=fake_run, clock=lambda: STARTED)
+    assert calls == [0, 1, 2]
+    assert [o.status for o in result.outcomes] == ["passed", "error", "passed"]
+    assert result.exit_code == 2
+    assert result.directory == tmp_path / "store" / "suites" / "fake" / "20261122T020000"
+    SCHEMA.validate(str(result.directory / "junit.xml"))
+    # the suite directory is a suite for discovery: its two stored runs, with the suite's night
+    runs = find_runs([result.directory]).runs
+    assert [(r.suite, r.night) for r in runs] == [("fake", "2026-11-22")] * 2
+    assert (result.directory / SUITE_JSON).is_file()
+
+
+@pytest.mark.spark
+def test_a_suite_over_synthetic_runs_through_the_real_pipeline(spark, tmp_path: Path) -> None:  # noqa: ANN001
+    from harness.analysis.pipeline import analyze
+    from tests.harness.synthetic_runs import write_run
+
+    cases = (case(0), case(1, "invalid", ("stale-read",)), case(2, "invalid", ("stale-read",)))
+    suite = Suite(name="synthetic", path=tmp_path / "s.toml", cases=cases, store=str(tmp_path / "store"))
+
+    def synthetic_run(c: Case, store: str) -> CaseRun:
+        # case 1's bug shows as a lost write; case 2's bug goes unnoticed (a correct history)
+        run_dir = write_run(Path(store), "t", f"2026112{c.index}T020000", seed=c.index + 1, lost_write=c.index == 1)
+        return CaseRun(run_dir, f"harness run --seed {c.seed}", seconds=1.0)
+
+    def analyse(selection):  # noqa: ANN001, ANN202
+        analysis = analyze(spark, selection)
+        return {o.run.path: (o.valid, o.failed_checkers()) for o in analysis.outcomes}
+
+    result = run_suite(suite, analyse=analyse, run=synthetic_run, clock=lambda: STARTED)
+    assert [(o.valid, o.status) for o in result.outcomes] == [(True, "passed"), (False, "passed"), (True, "failed")]
+    assert result.exit_code == 1
+    assert "durability" in result.outcomes[1].failed_checkers
+    xml = JUnitXml.fromfile(str(result.directory / "junit.xml"))
+    SCHEMA.validate(str(result.directory / "junit.xml"))
+    suite_xml = next(iter(xml))
+    assert (suite_xml.tests, suite_xml.failures, suite_xml.errors) == (3, 1, 0)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        '<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase classname="c" time="1.0"/>'
+        "</testsuite></testsuites>",  # a test case without a name
+        '<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase name="n" classname="c" '
+        'time="1e3"/></testsuite></testsuites>',  # an exponent Jenkins' time parser rejects
+        '<testsuites><testsuite name="s" tests="1" failures="0"><testcase name="n" classname="c" time="1"/>'
+        "</testsuite></testsuites>",  # no errors count
+        '<testsuites><testsuite name="s" tests="1" failures="0" errors="0"><testcase name="n" classname="c" '
+        'time="1" file="x.py"/></testsuite></testsuites>',  # an attribute Jenkins' schema does not know
+    ],
+)
+def test_the_schema_rejects_what_ci_systems_reject(broken: str) -> None:
+    assert not SCHEMA.is_valid(broken)
