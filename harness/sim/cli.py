@@ -1,0 +1,385 @@
+"""``harness simulate``: one seed, many seeds, a replay, a shrink, or the detection matrix, in virtual time.
+
+Forms (one of ``--seed``, ``--seeds``, ``--replay``, ``--matrix``):
+
+* ``harness simulate --seed 7``: one run, stored with its replay command; ``--check-determinism`` runs it
+  again and compares the history and journal hashes; ``--shrink`` minimises it if it failed.
+* ``harness simulate --seeds 1..5000 [--bug NAME] [--keep-going]``: exploration on every core
+  (``--jobs``), failing runs stored, a table of seeds, failures by checker and simulated seconds per wall
+  second; ``--shrink`` minimises the first failure.
+* ``harness simulate --replay STORE_DIR``: run a stored simulated run again (its spec, schedule and, for a
+  shrunk run, its operations) and check that the history and journals are byte-identical.
+* ``harness simulate --matrix [--rounds 3] [--seeds 1..1000] [--clean-seeds 2000]``: the detection matrix.
+
+Exit codes (``harness run``'s): 0 every seed valid, 1 any invalid, 2 any unknown and none invalid, 254 bad
+arguments, 255 the harness failed (a replay that is not byte-identical is such a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from checkers.verdict import UNKNOWN
+from harness import store
+from harness.run import ConfigError
+from harness.sim.explore import Exploration, SeedOutcome, default_jobs, explore, parse_seeds
+from harness.sim.run import (
+    DEFAULT_RATE,
+    SIM_NEMESES,
+    SimResult,
+    SimSpec,
+    compose,
+    discard,
+    replay_stored,
+    scratch_dir,
+    sim_bugs,
+    sim_modes,
+    simulate,
+    simulate_stored,
+    workload_for_bug,
+)
+from workloads.generator import workload_names
+
+EXIT_CRASH = 255
+VERDICT_WORDS = {True: "valid", False: "INVALID", UNKNOWN: "unknown"}
+VERDICT_STYLES = {True: "bold green", False: "bold red", UNKNOWN: "bold yellow"}
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def _rate(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of operations per second") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative (0: no pause between operations)")
+    return None if value == 0 else value
+
+
+def _core_override(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. scouting=false)")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``harness simulate`` on ``subparsers`` (from ``ArgumentParser.add_subparsers``)."""
+    parser = subparsers.add_parser(
+        "simulate",
+        help="run the real node cores in virtual time: exact replay from a seed, exploration, shrinking",
+        description="Simulate the cluster deterministically: --seed N for one run (replayed byte for byte by "
+        "the same command), --seeds 1..5000 to explore on every core, --replay DIR to replay a stored run, "
+        "--matrix for the detection matrix of the known bugs. Exit 0 valid, 1 invalid, 2 unknown, 254 bad "
+        "arguments, 255 harness failure.",
+    )
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--seed", type=int, help="simulate one seed")
+    what.add_argument("--seeds", help="explore seeds: FIRST..LAST, or a comma-separated list (e.g. 1..5000); "
+                      "with --matrix, how many seeds a round explores at most (default 1..1000)")
+    what.add_argument("--replay", metavar="STORE_DIR", help="replay a stored simulated run and compare hashes")
+    parser.add_argument("--matrix", action="store_true", help="the detection matrix of the known bugs")
+    parser.add_argument("--mode", default=None,
+                        help=f"election mode ({', '.join(sim_modes())}; default blazingmq; with --matrix also 'all', "
+                        "the default there)")
+    parser.add_argument("--nodes", type=int, default=5, help="number of nodes (default 5)")
+    parser.add_argument("--workload", default=None,
+                        help=f"workload ({', '.join(workload_names())}; default register, queue for --bug no-dedup)")
+    parser.add_argument("--nemesis", default=",".join(SIM_NEMESES),
+                        help=f"comma-separated fault packages, or none (default all: {','.join(SIM_NEMESES)})")
+    parser.add_argument("--time-limit", type=_seconds, default=60.0, help="simulated seconds of chaos (default 60)")
+    parser.add_argument("--concurrency", type=int, default=10, help="client processes (default 10)")
+    parser.add_argument("--rate", type=_rate, default=DEFAULT_RATE,
+                        help=f"operations per second per client process (0: no pause; default {DEFAULT_RATE:g})")
+    parser.add_argument("--bug", dest="bugs", action="append", default=[], metavar="NAME",
+                        help=f"switch on a known bug on every node (repeatable): {', '.join(sim_bugs())}")
+    parser.add_argument("--op-timeout", type=_seconds, default=5.0, help="seconds per operation (default 5)")
+    parser.add_argument("--nemesis-interval", type=_seconds, default=10.0,
+                        help="mean seconds between nemesis operations per package (default 10)")
+    parser.add_argument("--fsync", default="always", help="node fsync policy: always (default) or never")
+    parser.add_argument("--client-start", default="spread", choices=("spread", "first"),
+                        help="a new client's first node: spread (process p -> node p mod n, default) or first (n1, "
+                        "as cluster.client)")
+    parser.add_argument("--core", dest="core", action="append", default=[], type=_core_override, metavar="KEY=VALUE",
+                        help="NodeConfig override for every node, e.g. scouting=false (repeatable)")
+    parser.add_argument("--store", default="store", help="store directory (default ./store)")
+    parser.add_argument("--name", default=None, help="test name in the store (default from the options)")
+    parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: every core)")
+    parser.add_argument("--keep-going", action="store_true", help="explore every seed instead of stopping at a failure")
+    parser.add_argument("--check-determinism", action="store_true",
+                        help="run each seed twice and require byte-identical histories and journals")
+    parser.add_argument("--shrink", action="store_true", help="minimise the (first) failing run and store it")
+    parser.add_argument("--shrink-trials", type=_count, default=400, help="budget of simulations for --shrink")
+    parser.add_argument("--rounds", type=_count, default=3, help="--matrix: exploration rounds per bug (default 3)")
+    parser.add_argument("--clean-seeds", type=_count, default=2000,
+                        help="--matrix: bug-free seeds per mode (default 2000; 0 skips them)")
+    parser.set_defaults(handler=cmd_simulate)
+    return parser
+
+
+def spec_from_args(args: argparse.Namespace, seed: int = 0) -> SimSpec:
+    nemesis = tuple(n.strip() for n in args.nemesis.split(",") if n.strip() and n.strip() != "none")
+    workload = args.workload or (workload_for_bug(args.bugs[0]) if len(args.bugs) == 1 else "register")
+    return SimSpec(seed=seed, mode=args.mode or "blazingmq", nodes=args.nodes, workload=workload, nemesis=nemesis,
+                   time_limit=args.time_limit, concurrency=args.concurrency, bugs=tuple(args.bugs), rate=args.rate,
+                   op_timeout=args.op_timeout, nemesis_interval=args.nemesis_interval, fsync=args.fsync,
+                   client_start=args.client_start, core=dict(args.core), store=args.store, name=args.name)
+
+
+def cmd_simulate(args: argparse.Namespace, console: Console, err: Console) -> int:
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, not {args.jobs}")
+    if args.matrix and (args.seed is not None or args.replay is not None):
+        raise ConfigError("--matrix explores seeds itself: give it --seeds (per round), not --seed or --replay")
+    if not args.matrix and args.seed is None and args.seeds is None and args.replay is None:
+        raise ConfigError("say what to simulate: --seed N, --seeds FIRST..LAST, --replay STORE_DIR or --matrix")
+    if args.replay is not None:
+        return _replay(args, console, err)
+    if args.matrix:
+        return _matrix(args, console)
+    if args.seed is not None:
+        return _one(args, console, err)
+    return _explore(args, console, err)
+
+
+# -- one seed -----------------------------------------------------------------------------------------------
+
+
+def _one(args: argparse.Namespace, console: Console, err: Console) -> int:
+    spec = spec_from_args(args, args.seed)
+    compose(spec)
+    console.print(f"harness simulate: seed [bold]{spec.seed}[/] ({spec.command()})")
+    result = simulate_stored(spec)
+    _print_result(console, result)
+    code = result.exit_code
+    if args.check_determinism:
+        again = simulate(spec, scratch_dir(spec.store), checkers=())
+        same = again.digest == result.digest
+        discard(again)
+        _print_determinism(console, result, same)
+        if not same:
+            err.print("the replay of this seed differs from the first run: the simulator is not deterministic "
+                      "(a harness defect; please report it with this seed)", markup=False)
+            return EXIT_CRASH
+    if args.shrink and result.valid is False:
+        _shrink(args, console, result)
+    return code
+
+
+def _print_result(console: Console, result: SimResult) -> None:
+    for name, verdict in result.results.get("checkers", {}).items():
+        valid = verdict.get("valid")
+        console.print(Text.assemble((f"  {VERDICT_WORDS.get(valid, valid):8} ", VERDICT_STYLES.get(valid, "")),
+                                    (f"{name}: ", "bold"), verdict.get("summary", "")))
+    if result.results.get("error"):
+        console.print(Text(f"the simulation crashed: {result.results['error']}", style="bold yellow"))
+    word = VERDICT_WORDS.get(result.valid, str(result.valid))
+    speed = result.sim_seconds / result.wall_seconds if result.wall_seconds > 0 else 0.0
+    console.print(Text.assemble(("verdict ", "bold"), (word, VERDICT_STYLES.get(result.valid, "bold")),
+                                f"   {result.results.get('ops', 0)} operations, {result.sim_seconds:.1f} simulated s "
+                                f"in {result.wall_seconds:.2f} wall s ({speed:.0f}x), seed {result.spec.seed}"))
+    console.print(f"run stored in {result.run_dir}")
+    replay = store.read_json(store.RunDir(result.run_dir).test_json).get("replay_command")
+    if replay:
+        console.print(f"replay: [bold]{replay}[/]")
+
+
+def _print_determinism(console: Console, result: SimResult, same: bool) -> None:
+    if same:
+        console.print(f"[green]deterministic[/]: the replay's history and journals are byte-identical "
+                      f"(history sha256 {result.digest['history_sha256'][:16]}...)")
+    else:
+        console.print("[bold red]NOT deterministic[/]: the replay's history or journals differ")
+
+
+def _shrink(args: argparse.Namespace, console: Console, result: SimResult) -> None:
+    from harness.sim.shrink import shrink
+
+    console.print(f"shrinking seed {result.spec.seed} (at most {args.shrink_trials} simulations)")
+    outcome = shrink(result, jobs=args.jobs or default_jobs(), max_trials=args.shrink_trials,
+                     on_step=lambda text: console.print(f"  {text}"))
+    minimal = outcome.result
+    assert minimal is not None
+    console.print(Text.assemble(("shrunk ", "bold"), f"{outcome.checker} still fails with {outcome.minimal.faults} "
+                                f"fault(s), {outcome.client_operations} client operation(s) in the history "
+                                f"({outcome.minimal.operations} invoked by {len(outcome.minimal.scripts)} "
+                                f"worker slot(s)), time limit {outcome.minimal.spec.time_limit:g} s; "
+                                f"{outcome.trials} simulations in {outcome.wall_seconds:.1f} s"))
+    console.print(f"minimal run stored in {minimal.run_dir}")
+    console.print(f"replay: [bold]harness simulate --replay {minimal.run_dir}[/]")
+
+
+# -- replay -------------------------------------------------------------------------------------------------
+
+
+def _replay(args: argparse.Namespace, console: Console, err: Console) -> int:
+    result, original = replay_stored(args.replay)
+    console.print(f"replayed {args.replay} (seed {result.spec.seed})")
+    _print_result(console, result)
+    stored = original.get("sim", {}) if isinstance(original, dict) else {}
+    if not stored.get("history_sha256"):
+        console.print("[yellow]the stored run records no hashes to compare with[/]")
+        return result.exit_code
+    same = all(stored.get(k) == v for k, v in result.digest.items())
+    _print_determinism(console, result, same)
+    if not same:
+        err.print("the replay differs from the stored run (was it made by another version of the harness or "
+                  "the core?)", markup=False)
+        return EXIT_CRASH
+    return result.exit_code
+
+
+# -- exploration ----------------------------------------------------------------------------------------------
+
+
+def _explore(args: argparse.Namespace, console: Console, err: Console) -> int:
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    spec = spec_from_args(args, seeds[0])
+    compose(spec)
+    jobs = args.jobs or default_jobs()
+    console.print(f"harness simulate: {len(seeds)} seeds of {spec.test_name} on {jobs} worker(s)"
+                  f"{'' if args.keep_going else ', stopping at the first failure'}")
+    with Progress(TextColumn("[bold]seeds"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                  TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal) as progress:
+        task = progress.add_task("seeds", total=len(seeds), status="")
+        tally = {"invalid": 0, "unknown": 0}
+
+        def seen(outcome: SeedOutcome) -> None:
+            if outcome.valid is False:
+                tally["invalid"] += 1
+                progress.console.print(f"seed {outcome.seed}: [bold red]INVALID[/] ({', '.join(outcome.failed)}) "
+                                       f"-> {outcome.run_dir}")
+            elif outcome.valid == UNKNOWN:
+                tally["unknown"] += 1
+            if outcome.deterministic is False:
+                progress.console.print(f"seed {outcome.seed}: [bold red]NOT deterministic[/]")
+            progress.update(task, advance=1, status=f"invalid {tally['invalid']}  unknown {tally['unknown']}")
+
+        exploration = explore(spec, seeds, jobs=jobs, keep_going=args.keep_going,
+                              check_determinism=args.check_determinism, on_outcome=seen)
+    print_exploration(console, exploration)
+    if exploration.nondeterministic:
+        err.print(f"{len(exploration.nondeterministic)} seed(s) did not replay byte for byte: the simulator is "
+                  "not deterministic (a harness defect)", markup=False)
+        return EXIT_CRASH
+    if args.shrink and exploration.invalid:
+        first = exploration.invalid[0]
+        result = simulate_stored(replace(spec, seed=first.seed))
+        _shrink(args, console, result)
+    return exploration.exit_code
+
+
+def print_exploration(console: Console, exploration: Exploration) -> None:
+    """The summary table: seeds run, verdicts, failures by checker, simulated seconds per wall second."""
+    outcomes = exploration.outcomes
+    wall = exploration.wall_seconds
+    sim = exploration.sim_seconds
+    summary = Table(title=f"harness simulate: {exploration.spec.test_name}", show_edge=False)
+    for column in ("seeds", "valid", "invalid", "unknown", "sim s", "wall s", "sim/wall", "per worker"):
+        summary.add_column(column, justify="right")
+    valid = sum(1 for o in outcomes if o.valid is True)
+    speed = sim / wall if wall > 0 else 0.0
+    summary.add_row(f"{len(outcomes)} of {len(exploration.seeds)}", str(valid), str(len(exploration.invalid)),
+                    str(len(exploration.unknown)), f"{sim:.0f}", f"{wall:.1f}", f"{speed:.0f}",
+                    f"{speed / max(1, min(exploration.jobs, len(outcomes) or 1)):.0f}")
+    console.print(summary)
+    failures = exploration.failures_by_checker()
+    unknowns = exploration.unknown_by_checker()
+    if failures or unknowns:
+        by_checker = Table(title="failures by checker", show_edge=False)
+        for column in ("checker", "invalid seeds", "first invalid seed", "unknown seeds"):
+            by_checker.add_column(column, justify="left" if column == "checker" else "right")
+        for name in sorted(set(failures) | set(unknowns)):
+            seeds = failures.get(name, [])
+            by_checker.add_row(name, str(len(seeds)), str(seeds[0]) if seeds else "-", str(unknowns.get(name, 0)))
+        console.print(by_checker)
+    for outcome in exploration.invalid[:10]:
+        console.print(f"seed {outcome.seed} failed {', '.join(outcome.failed)}: stored in {outcome.run_dir}; "
+                      f"replay: {outcome.replay_command}")
+    errors = [o for o in outcomes if o.error]
+    for outcome in errors[:5]:
+        console.print(f"[yellow]seed {outcome.seed} crashed the simulation: {outcome.error}[/]")
+    if exploration.stopped_early:
+        console.print("stopped at the first failure (--keep-going explores every seed)")
+
+
+# -- the detection matrix --------------------------------------------------------------------------------------
+
+
+def _matrix(args: argparse.Namespace, console: Console) -> int:
+    from harness.sim.matrix import CleanRun, Detection, detection_matrix
+
+    try:
+        max_seeds = len(parse_seeds(args.seeds)) if args.seeds else 1000
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    modes = [args.mode] if args.mode not in (None, "all") else None
+    if modes is not None and modes[0] not in sim_modes():
+        raise ConfigError(f"unknown mode {modes[0]!r}; valid: {', '.join(sim_modes())}, all")
+    base = replace(spec_from_args(args, 0), mode="blazingmq")
+    bugs = args.bugs or None
+    console.print(f"detection matrix: {args.rounds} round(s) of at most {max_seeds} seeds per bug and mode, "
+                  f"{args.clean_seeds} bug-free seeds per mode")
+
+    def on_detection(d: Detection) -> None:
+        found = f"seed {d.seed} after {d.seeds} seeds ({d.sim_seconds:.0f} simulated s)" if d.found else \
+            f"[bold red]not found[/] in {d.seeds} seeds"
+        console.print(f"  {d.bug} / {d.mode} round {d.round}: {d.checker} {found}")
+
+    def on_clean(c: CleanRun) -> None:
+        console.print(f"  bug-free {c.mode}: {c.seeds} seeds, {len(c.invalid)} invalid, {len(c.unknown)} unknown")
+
+    matrix = detection_matrix(base, rounds=args.rounds, max_seeds=max_seeds, clean_seeds=args.clean_seeds,
+                              bugs=bugs, modes=modes, jobs=args.jobs, on_detection=on_detection, on_clean=on_clean)
+    table = Table(title="detection matrix: seeds until the first failure of the bug's checker", show_edge=False)
+    for column in ("bug", "mode", "checker", "seeds per round", "median", "max", "simulated s per round"):
+        table.add_column(column)
+    for row in matrix.rows():
+        table.add_row(row["bug"], row["mode"], row["checker"],
+                      ", ".join("-" if s is None else str(s) for s in row["seeds_to_failure"]),
+                      str(row["median_seeds"]), str(row["max_seeds"]),
+                      ", ".join(f"{s:.0f}" for s in row["sim_seconds_to_failure"]))
+    console.print(table)
+    out = Path(args.store) / "sim-matrix" / datetime.now(UTC).strftime(store.TIMESTAMP_FORMAT)
+    out.mkdir(parents=True, exist_ok=True)
+    store.write_json(out / "matrix.json", matrix.to_json())
+    console.print(f"matrix written to {out / 'matrix.json'}")
+    if any(c.invalid for c in matrix.clean):
+        return 1
+    return 0 if matrix.complete else 2

@@ -1,0 +1,229 @@
+"""Exploration: many seeds of one simulated test, on every core of the machine.
+
+:func:`explore` runs a :class:`~harness.sim.run.SimSpec` for each seed of a list, ``jobs`` seeds at a time
+in worker processes (``multiprocessing``; each simulation itself is single-threaded and deterministic).
+Every seed runs in a scratch directory under ``store/.sim-scratch/``; a seed that is *invalid* (some
+checker found an anomaly) is moved into the store as a normal run with its replay command, everything else
+is deleted. Results arrive in seed order, so "the first failure" is the lowest failing seed, however the
+work was spread; without ``keep_going`` the exploration stops there.
+
+With ``check_determinism`` every seed runs twice and the two histories and journals must hash the same
+(:func:`harness.sim.run.trace_digest`); a difference is reported per seed and is a harness defect.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from checkers.verdict import UNKNOWN, Valid
+from harness.run import ConfigError
+from harness.sim.run import SimSpec, compose, discard, keep, simulate
+
+MAX_SEEDS = 10_000_000
+_RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """Seeds from ``"1..5000"`` (inclusive), ``"7"``, or comma-separated mixes such as ``"1..10,42"``.
+
+    Raises ``ValueError`` with one line naming the bad part and the accepted forms.
+    """
+    seeds: list[int] = []
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        match = _RANGE.match(part)
+        if match:
+            first, last = int(match.group(1)), int(match.group(2))
+            if last < first:
+                raise ValueError(f"seed range {part.strip()!r} runs backwards; write FIRST..LAST with FIRST <= LAST")
+            if last - first + 1 + len(seeds) > MAX_SEEDS:
+                raise ValueError(f"seed range {part.strip()!r} is too long (at most {MAX_SEEDS} seeds)")
+            seeds.extend(range(first, last + 1))
+            continue
+        try:
+            seeds.append(int(part))
+        except ValueError:
+            raise ValueError(f"bad seed {part.strip()!r}: give integers, ranges FIRST..LAST, or a "
+                             "comma-separated list of both (e.g. 1..5000 or 1..10,42)") from None
+    if not seeds:
+        raise ValueError(f"no seeds in {text!r}: give e.g. 1..5000")
+    return seeds
+
+
+@dataclass(frozen=True)
+class SeedOutcome:
+    """One seed's run, as the exploration reports it."""
+
+    seed: int
+    valid: Valid
+    failed: tuple[str, ...] = ()
+    unknown: tuple[str, ...] = ()
+    sim_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    run_dir: str | None = None
+    error: str | None = None
+    replay_command: str | None = None
+    deterministic: bool | None = None
+
+
+@dataclass
+class Exploration:
+    """Everything an exploration saw, in seed order."""
+
+    spec: SimSpec
+    seeds: list[int]
+    outcomes: list[SeedOutcome] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    jobs: int = 1
+    stopped_early: bool = False
+
+    @property
+    def invalid(self) -> list[SeedOutcome]:
+        return [o for o in self.outcomes if o.valid is False]
+
+    @property
+    def unknown(self) -> list[SeedOutcome]:
+        return [o for o in self.outcomes if o.valid == UNKNOWN]
+
+    @property
+    def nondeterministic(self) -> list[SeedOutcome]:
+        return [o for o in self.outcomes if o.deterministic is False]
+
+    @property
+    def sim_seconds(self) -> float:
+        return sum(o.sim_seconds for o in self.outcomes)
+
+    def failures_by_checker(self) -> dict[str, list[int]]:
+        """Checker -> the seeds it failed, in seed order (checkers in the order they first failed)."""
+        found: dict[str, list[int]] = {}
+        for outcome in self.outcomes:
+            for name in outcome.failed:
+                found.setdefault(name, []).append(outcome.seed)
+        return found
+
+    def unknown_by_checker(self) -> Counter[str]:
+        return Counter(name for o in self.outcomes for name in o.unknown)
+
+    @property
+    def exit_code(self) -> int:
+        """0 every seed valid, 1 any invalid, 2 any unknown and none invalid (``harness run``'s codes)."""
+        if self.invalid:
+            return 1
+        if self.unknown or not self.outcomes:
+            return 2
+        return 0
+
+
+def run_seed(spec: SimSpec, scratch: str, check_determinism: bool = False,
+             checkers: Sequence[str] | None = None) -> SeedOutcome:
+    """Simulate one seed in a scratch directory; keep it in the store if invalid, else delete it."""
+    started = time.perf_counter()
+    work = Path(scratch) / f"seed-{spec.seed}"
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        result = simulate(spec, work, checkers=checkers)
+    except Exception as exc:  # noqa: BLE001 - one seed's crash is reported, the exploration goes on
+        shutil.rmtree(work, ignore_errors=True)
+        return SeedOutcome(spec.seed, UNKNOWN, error=f"{type(exc).__name__}: {exc}",
+                           wall_seconds=time.perf_counter() - started)
+    deterministic = None
+    if check_determinism:
+        again_dir = Path(scratch) / f"seed-{spec.seed}-again"
+        shutil.rmtree(again_dir, ignore_errors=True)
+        again = simulate(spec, again_dir, checkers=())
+        deterministic = again.digest == result.digest
+        shutil.rmtree(again_dir, ignore_errors=True)
+    run_dir = None
+    if result.valid is False:
+        run_dir = str(keep(result).run_dir)
+    else:
+        discard(result)
+    return SeedOutcome(
+        seed=spec.seed,
+        valid=result.valid,
+        failed=tuple(result.failed_checkers),
+        unknown=tuple(result.unknown_checkers),
+        sim_seconds=result.sim_seconds,
+        wall_seconds=time.perf_counter() - started,
+        run_dir=run_dir,
+        error=result.results.get("error"),
+        replay_command=result.spec.command(),
+        deterministic=deterministic,
+    )
+
+
+def _work(task: tuple[SimSpec, str, bool, Sequence[str] | None]) -> SeedOutcome:
+    return run_seed(*task)
+
+
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def explore(
+    spec: SimSpec,
+    seeds: Iterable[int],
+    *,
+    jobs: int | None = None,
+    keep_going: bool = False,
+    check_determinism: bool = False,
+    checkers: Sequence[str] | None = None,
+    stop_on: Callable[[SeedOutcome], bool] | None = None,
+    on_outcome: Callable[[SeedOutcome], Any] | None = None,
+) -> Exploration:
+    """Run ``spec`` for every seed (its own ``seed`` is ignored), ``jobs`` at a time.
+
+    Stops after the first seed for which ``stop_on`` is true (default: an invalid seed) unless
+    ``keep_going``. ``checkers`` restricts judging to those checkers (the detection matrix asks only the one
+    that must catch its bug). ``on_outcome`` sees each outcome in seed order as it is known.
+    """
+    compose(spec)  # bad names fail here, once, not in every worker
+    seed_list = list(seeds)
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, not {jobs}")
+    stop_on = stop_on or (lambda outcome: outcome.valid is False)
+    exploration = Exploration(spec, seed_list, jobs=jobs)
+    scratch = Path(spec.store) / ".sim-scratch" / f"explore-{os.getpid()}-{time.monotonic_ns()}"
+    scratch.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    tasks = ((replace(spec, seed=seed), str(scratch), check_determinism, checkers) for seed in seed_list)
+    try:
+        if jobs == 1 or len(seed_list) == 1:
+            for task in tasks:
+                outcome = _work(task)
+                exploration.outcomes.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+                if not keep_going and stop_on(outcome):
+                    exploration.stopped_early = outcome.seed != seed_list[-1]
+                    break
+        else:
+            context = multiprocessing.get_context("fork")
+            with context.Pool(jobs) as pool:
+                for outcome in pool.imap(_work, tasks, chunksize=1):
+                    exploration.outcomes.append(outcome)
+                    if on_outcome is not None:
+                        on_outcome(outcome)
+                    if not keep_going and stop_on(outcome):
+                        exploration.stopped_early = outcome.seed != seed_list[-1]
+                        pool.terminate()
+                        break
+    finally:
+        exploration.wall_seconds = time.perf_counter() - started
+        shutil.rmtree(scratch, ignore_errors=True)
+        try:
+            scratch.parent.rmdir()  # .sim-scratch, when no other exploration uses it
+        except OSError:
+            pass
+    return exploration

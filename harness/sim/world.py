@@ -1,0 +1,567 @@
+"""The simulated world: N real node cores of ``cluster`` in one process, in virtual time.
+
+The world is the simulator's driver of ``cluster.core.node.Node`` (docs/node-core.md): it carries out
+every ``Ready`` in the contract's order (persist, journal, send, reply, arm the next tick), with a
+simulated disk per node (:mod:`harness.sim.disk`), a seeded network (:mod:`harness.sim.network`) and
+per-node clocks (:mod:`harness.sim.clock`).
+
+**One event queue.** Everything that happens (a message arriving, a timer firing, a client request or
+reply arriving, a nemesis or client step) is an event in one heap ordered by ``(time_ns, sequence)``,
+the sequence being the order in which events were scheduled. Nothing else decides order: no threads, no
+wall clock, no iteration over unordered sets, no global ``random`` (each concern draws from its own
+``random.Random`` derived from the seed). The same seed and the same calls give the same events, byte for
+byte, under any ``PYTHONHASHSEED``.
+
+**Processes.** A node is *up* (its core runs), *paused* (SIGSTOP: its core keeps its state, timers do
+not fire, and what arrives waits in its socket buffers, here ``inbox``, until it is resumed) or *down*
+(SIGKILL: the core is gone, its disk loses what was not synced, clients with requests outstanding see
+their connection close). :meth:`World.restart` builds a new core from ``recover(durable records)`` with
+a fresh RNG for the new incarnation.
+
+**Other processes.** A ``fluvio`` cluster has its controller (``cluster.core.controller``, id ``sc``), a
+process of its own host driven like a node; a ``lease`` cluster elects through an external store, a
+``raft`` group ``s1..s3`` whose member ``sK`` shares node ``nK``'s host, so partitions between hosts cut
+store traffic too. A data node's ``Ready.requests`` travel to store members over the peer network and
+the replies come back through ``Node.store_reply``. The nemesis targets the data nodes only.
+
+**Clients** are not nodes: :meth:`World.client_send` hands a request to a node over a client link and
+calls back with the reply, or with ``connection-refused`` (the node was down: definite) or
+``connection-lost`` (it died with the request outstanding: indefinite), as ``cluster.client`` reports
+them. Client processes themselves live in :mod:`harness.sim.platform`.
+
+**Manual network** (``manual=True``): messages are kept in :attr:`World.inflight` instead of being
+scheduled, and a caller (the Hypothesis state machine) delivers, drops or reorders them by hand.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster.core.config import NodeConfig
+from cluster.core.controller import Controller, ControllerConfig, recover_controller
+from cluster.core.election.fluvio import CONTROLLER_ID
+from cluster.core.node import Node, Ready
+from cluster.core.storage import recover
+from harness.sim.clock import NS, NodeClock, to_ns
+from harness.sim.disk import SimDisk
+from harness.sim.network import NetworkOptions, SimNetwork
+
+# Event kinds (small ints: the queue's hot path compares them).
+DELIVER = 0  # (dst, src, message)
+TICK = 1  # (node, due_ns, incarnation)
+REQUEST = 2  # (node, (incarnation, ref), request)
+REPLY = 3  # (callback, ref, reply)
+CALL = 4  # (function, argument, None)
+STORE_REQUEST = 5  # (store member, (data node, ref), request)
+STORE_REPLY = 6  # inbox only: (member, reply) waiting for a paused data node
+RETRANSMIT = 7  # (dst, src, (message, attempt, dst incarnation, src incarnation))
+
+STORE_NODES = 3
+"""Members of the external store of a ``lease`` cluster: ``s1..s3``, a ``raft`` group."""
+
+REFUSED = {"ok": False, "error": "connection-refused", "definite": True,
+           "message": "the node is down: connection refused"}
+"""What a client sees when it sends to a node that is down: definite, the request never left."""
+LOST = {"ok": False, "error": "connection-lost", "definite": False,
+        "message": "the node died with the request outstanding: connection lost"}
+"""What a client sees when its node dies with the request outstanding: indefinite."""
+
+_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+ReplyCallback = Callable[[Hashable, dict[str, Any]], None]
+JournalObserver = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """The simulated cluster: its nodes' core configuration and the world's physical behaviour."""
+
+    nodes: int = 5
+    mode: str = "blazingmq"
+    bugs: tuple[str, ...] = ()
+    fsync: str = "always"
+    core: Mapping[str, Any] = field(default_factory=dict)
+    """``NodeConfig`` overrides for every node (e.g. ``{"scouting": False}``)."""
+    network: NetworkOptions = field(default_factory=NetworkOptions)
+    max_drift: float = 0.001
+    """Each node's clock rate is 1 + drift, drift uniform in [-max_drift, max_drift] (1000 ppm)."""
+    max_initial_offset: float = 0.05
+    """Each node's wall clock starts this many seconds off at most (NTP-like), before any clock fault."""
+    writeback_interval: float = 5.0
+    """``fsync == "never"``: how often the simulated OS writes the page cache back."""
+    copy_messages: bool = False
+    """JSON round-trip every message, request, reply and record, as a real wire and disk would. The
+    default hands the same objects over (the core never mutates what it sends or receives); a test runs
+    both ways and compares the histories and journals byte for byte."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bugs", tuple(self.bugs))
+        object.__setattr__(self, "core", dict(self.core))
+        if not 1 <= self.nodes <= 99:
+            raise ValueError(f"a simulated cluster has 1 to 99 nodes, not {self.nodes}")
+        if not 0 <= self.max_drift < 0.5:
+            raise ValueError(f"max_drift must be in [0, 0.5), not {self.max_drift}")
+        if not self.writeback_interval > 0:
+            raise ValueError(f"writeback_interval must be positive, not {self.writeback_interval}")
+
+    @property
+    def node_ids(self) -> tuple[str, ...]:
+        """The data nodes: the cluster's members, the ones clients and the nemesis address."""
+        return tuple(f"n{i}" for i in range(1, self.nodes + 1))
+
+    @property
+    def store_ids(self) -> tuple[str, ...]:
+        """``lease`` mode: the external store's members (none otherwise)."""
+        return tuple(f"s{i}" for i in range(1, STORE_NODES + 1)) if self.mode == "lease" else ()
+
+    @property
+    def process_ids(self) -> tuple[str, ...]:
+        """Every process of the world: the data nodes, the fluvio controller, the store's members."""
+        controller = (CONTROLLER_ID,) if self.mode == "fluvio" else ()
+        return self.node_ids + controller + self.store_ids
+
+    def node_config(self, node_id: str) -> NodeConfig:
+        """The core configuration of one data node or store member (``ValueError`` with one line if bad)."""
+        if node_id in self.store_ids:
+            return NodeConfig(node_id=node_id, peers=tuple(p for p in self.store_ids if p != node_id), mode="raft",
+                              fsync=self.fsync)
+        ids = self.node_ids
+        extra: dict[str, Any] = {"store": self.store_ids} if self.mode == "lease" else {}
+        return NodeConfig(node_id=node_id, peers=tuple(p for p in ids if p != node_id), mode=self.mode,
+                          bugs=frozenset(self.bugs), fsync=self.fsync, **{**extra, **self.core})
+
+    def controller_config(self) -> ControllerConfig:
+        """``fluvio`` mode: the SC's configuration, timed like its SPUs."""
+        spu = self.node_config(self.node_ids[0])
+        return ControllerConfig(spus=self.node_ids, bugs=frozenset(self.bugs),
+                                heartbeat_interval=spu.heartbeat_interval, missed_heartbeats=spu.missed_heartbeats)
+
+    def host_of(self, process: str) -> str:
+        """The host a process runs on: store member ``sK`` shares node ``nK``'s host (so a partition of
+        the data nodes cuts the store the same way); the controller has a host of its own."""
+        if process in self.store_ids:
+            candidate = "n" + process[1:]
+            return candidate if candidate in self.node_ids else process
+        return process
+
+
+class SimNode:
+    """One process as the world sees it (a data node, the fluvio controller or a store member): its core
+    (when up), disk, clock, journal and connections."""
+
+    __slots__ = ("id", "kind", "host", "config", "clock", "disk", "core", "up", "paused", "incarnation", "tick_at",
+                 "inbox", "journal", "outstanding", "core_calls", "starts", "strobe_generation", "store_calls")
+
+    def __init__(self, node_id: str, kind: str, host: str, config: NodeConfig | ControllerConfig, clock: NodeClock,
+                 disk: SimDisk) -> None:
+        self.id = node_id
+        self.kind = kind  # "node", "controller" or "store"
+        self.host = host
+        self.config = config
+        self.clock = clock
+        self.disk = disk
+        self.core: Any = None  # a Node, or the fluvio Controller
+        self.up = False
+        self.paused = False
+        self.incarnation = 0
+        self.tick_at: int | None = None
+        self.inbox: list[tuple[int, Any, Any]] = []  # (kind, a, b) that arrived while paused
+        self.journal: list[str] = []  # encoded journal lines, in order
+        self.outstanding: dict[Hashable, ReplyCallback] = {}  # client requests this incarnation owes
+        self.core_calls = 0
+        self.starts = 0
+        self.strobe_generation = 0
+        self.store_calls = 0
+
+
+class World:
+    """N cores, their disks and clocks, the network, and the event queue. See the module docstring."""
+
+    def __init__(self, config: WorldConfig, seed: int, *, manual: bool = False) -> None:
+        self.config = config
+        self.seed = seed
+        self.manual = manual
+        self.ids = config.node_ids
+        self.process_ids = config.process_ids
+        self.now = 0  # true time, ns
+        self._queue: list[tuple[int, int, int, Any, Any, Any]] = []
+        self._seq = 0
+        self.halt = False
+        self.copy = config.copy_messages
+        self.network = SimNetwork(self.ids, random.Random(f"{seed}/sim-network"), config.network,
+                                  client_rng=random.Random(f"{seed}/sim-clients"))
+        clocks = random.Random(f"{seed}/sim-clocks")
+        self.nodes: dict[str, SimNode] = {}
+        for node_id in self.process_ids:
+            drift = clocks.uniform(-config.max_drift, config.max_drift)
+            offset = round(clocks.uniform(-config.max_initial_offset, config.max_initial_offset), 6)
+            if node_id == CONTROLLER_ID:
+                kind, node_config = "controller", config.controller_config()
+            else:
+                kind = "store" if node_id in config.store_ids else "node"
+                node_config = config.node_config(node_id)
+            self.nodes[node_id] = SimNode(node_id, kind, config.host_of(node_id), node_config,
+                                          NodeClock(drift, offset), SimDisk(config.fsync))
+        if config.fsync == "never":
+            for node_id in self.process_ids:
+                phase = to_ns(clocks.uniform(0, config.writeback_interval))
+                self.schedule(phase, self._write_back, node_id)
+        self.inflight: list[tuple[str, str, dict[str, Any]]] = []  # manual mode only
+        self.observers: list[JournalObserver] = []
+        self.events = 0
+        self.core_calls = 0
+        self.stale_ticks = 0
+
+    # -- the queue --------------------------------------------------------------------------------------
+
+    def _push(self, at: int, kind: int, a: Any, b: Any, c: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (at, self._seq, kind, a, b, c))
+
+    def schedule(self, at_ns: int, function: Callable[[Any], Any], argument: Any = None) -> None:
+        """Call ``function(argument)`` at true time ``at_ns`` (now, if that is past)."""
+        self._push(max(at_ns, self.now), CALL, function, argument, None)
+
+    def after(self, seconds: float, function: Callable[[Any], Any], argument: Any = None) -> None:
+        self.schedule(self.now + to_ns(seconds), function, argument)
+
+    def run(self, until_ns: int | None = None) -> None:
+        """Process events in order until the queue is empty, ``halt`` is set, or the next event is later
+        than ``until_ns`` (then the clock stands at ``until_ns``)."""
+        queue = self._queue
+        pop = heapq.heappop
+        nodes = self.nodes
+        while queue and not self.halt:
+            if until_ns is not None and queue[0][0] > until_ns:
+                break
+            at, _, kind, a, b, c = pop(queue)
+            self.now = at
+            self.events += 1
+            if kind == DELIVER:
+                node = nodes[a]
+                if node.up:
+                    source = nodes[b]
+                    if self.network.cut(source.host, node.host):
+                        self._retransmit(node, source, c, 0, node.incarnation, source.incarnation)
+                    elif self.network.admits(source.host, node.host):
+                        if node.paused:
+                            node.inbox.append((DELIVER, b, c))
+                        else:
+                            self._receive(node, b, c)
+            elif kind == RETRANSMIT:
+                node, source = nodes[a], nodes[b]
+                message, attempt, incarnation, source_incarnation = c
+                # A restart on either side reset the connection: what it carried is gone.
+                if node.up and node.incarnation == incarnation and source.incarnation == source_incarnation:
+                    if self.network.cut(source.host, node.host):
+                        self._retransmit(node, source, message, attempt, incarnation, source_incarnation)
+                    elif self.network.admits(source.host, node.host):
+                        if node.paused:
+                            node.inbox.append((DELIVER, b, message))
+                        else:
+                            self._receive(node, b, message)
+            elif kind == TICK:
+                node = nodes[a]
+                if node.tick_at == b and node.incarnation == c and node.up and not node.paused:
+                    node.tick_at = None
+                    self._tick(node)
+            elif kind == REQUEST:
+                node = nodes[a]
+                if node.up and node.incarnation == b[0]:
+                    if node.paused:
+                        node.inbox.append((REQUEST, b[1], c))
+                    else:
+                        self._request(node, b[1], c)
+            elif kind == REPLY:
+                a(b, c)
+            elif kind == STORE_REQUEST:
+                self._store_request(nodes[a], b[0], b[1], c)
+            else:
+                a(b)
+        if until_ns is not None and self.now < until_ns and not self.halt:
+            self.now = until_ns
+
+    def run_for(self, seconds: float) -> None:
+        self.run(self.now + to_ns(seconds))
+
+    @property
+    def seconds(self) -> float:
+        """True time in seconds."""
+        return self.now / NS
+
+    # -- driving the cores ------------------------------------------------------------------------------
+
+    def _retransmit(self, node: SimNode, source: SimNode, message: dict[str, Any], attempt: int,
+                    incarnation: int, source_incarnation: int) -> None:
+        delay = self.network.retransmit_ns(attempt)
+        if delay is not None:
+            self.network.retransmitted += 1
+            self._push(self.now + delay, RETRANSMIT, node.id, source.id,
+                       (message, attempt + 1, incarnation, source_incarnation))
+        else:
+            self.network.dropped += 1
+
+    def _receive(self, node: SimNode, sender: str, message: dict[str, Any]) -> None:
+        if self.copy:
+            message = json.loads(json.dumps(message))
+        clock, now = node.clock, self.now
+        node.core_calls += 1
+        self.core_calls += 1
+        self._carry_out(node, node.core.receive(sender, message, clock.mono(now), clock.wall(now)))
+
+    def _tick(self, node: SimNode) -> None:
+        clock, now = node.clock, self.now
+        node.core_calls += 1
+        self.core_calls += 1
+        self._carry_out(node, node.core.tick(clock.mono(now), clock.wall(now)))
+
+    def _request(self, node: SimNode, ref: Hashable, request: dict[str, Any]) -> None:
+        if self.copy:
+            request = json.loads(json.dumps(request))
+        clock, now = node.clock, self.now
+        node.core_calls += 1
+        self.core_calls += 1
+        self._carry_out(node, node.core.request(ref, request, clock.mono(now), clock.wall(now)))
+
+    def _carry_out(self, node: SimNode, ready: Ready) -> None:
+        """The driver's half of the contract, in order: persist, journal, send, reply, next tick."""
+        now = self.now
+        if ready.persist:
+            node.disk.append(json.loads(json.dumps(ready.persist)) if self.copy else ready.persist)
+        if ready.journal:
+            self._journal(node, ready.journal, node.clock.wall(now))
+        if ready.messages:
+            if self.manual:
+                for peer, message in ready.messages:
+                    self.inflight.append((node.id, peer, message))
+            else:
+                send, nodes = self.network.send, self.nodes
+                for peer, message in ready.messages:
+                    for at in send(node.host, nodes[peer].host, now):
+                        self._seq += 1
+                        heapq.heappush(self._queue, (at, self._seq, DELIVER, peer, node.id, message))
+        if ready.replies:
+            outstanding = node.outstanding
+            for ref, reply in ready.replies:
+                callback = outstanding.pop(ref, None)
+                if callback is None:
+                    continue  # the client went away (or was answered already)
+                if self.copy:
+                    reply = json.loads(json.dumps(reply))
+                at = now + self.network.client_delay_ns(node.id, reply=True)
+                self._push(at, REPLY, callback, ref, reply)
+        if ready.requests:
+            for member, request in ready.requests:
+                self._store_send(node, member, request)
+        due = ready.next_tick
+        if due is None:
+            node.tick_at = None
+            return
+        at = node.clock.true_ns(due)
+        if at <= now:
+            # The core asks for a tick it should already have had: tick again shortly, never in a loop.
+            self.stale_ticks += 1
+            at = now + 1000
+        if at != node.tick_at:
+            node.tick_at = at
+            self._push(at, TICK, node.id, at, node.incarnation)
+
+    def _journal(self, node: SimNode, events: list[dict[str, Any]], wall: float) -> None:
+        """FORMATS.md journal lines: ``node``, ``seq``, ``wall`` first (they win over the event's own keys),
+        encoded as ``cluster.disk.JournalWriter`` encodes them."""
+        lines = node.journal
+        observers = self.observers
+        for event in events:
+            line: dict[str, Any] = {"node": node.id, "seq": len(lines), "wall": wall}
+            for key, value in event.items():
+                line.setdefault(key, value)
+            lines.append(_encoder.encode(line))
+            for observer in observers:
+                observer(node.id, line)
+
+    # -- processes --------------------------------------------------------------------------------------
+
+    def start(self, node_id: str) -> bool:
+        """Start a node that is down from its durable records; ``False`` if it was already running."""
+        node = self.nodes[node_id]
+        if node.up:
+            return False
+        node.incarnation += 1
+        node.starts += 1
+        node.up, node.paused, node.tick_at = True, False, None
+        clock, now = node.clock, self.now
+        rng = random.Random(f"{self.seed}/{node_id}/{node.incarnation}")
+        if node.kind == "controller":
+            state = recover_controller(node.disk.durable_records(copy=True), self.ids)
+            node.core = Controller(node.config, state, clock.mono(now), clock.wall(now), rng)
+        else:
+            recovered = recover(node.disk.durable_records(copy=True))
+            node.core = Node(node.config, recovered, clock.mono(now), clock.wall(now), rng)
+        node.core_calls += 1
+        self.core_calls += 1
+        self._carry_out(node, node.core.start(clock.mono(now), clock.wall(now)))
+        return True
+
+    def kill(self, node_id: str) -> bool:
+        """SIGKILL: the core and everything it had not synced are gone; ``False`` if it was down."""
+        node = self.nodes[node_id]
+        if not node.up:
+            return False
+        node.up, node.paused, node.core, node.tick_at = False, False, None, None
+        node.inbox.clear()
+        node.disk.crash()
+        outstanding, node.outstanding = node.outstanding, {}
+        for ref, callback in outstanding.items():
+            self._push(self.now + self.network.client_delay_ns(), REPLY, callback, ref, dict(LOST))
+        return True
+
+    def pause(self, node_id: str) -> bool:
+        """SIGSTOP; ``False`` if the node is down or already paused."""
+        node = self.nodes[node_id]
+        if not node.up or node.paused:
+            return False
+        node.paused = True
+        return True
+
+    def resume(self, node_id: str) -> bool:
+        """SIGCONT: the timers catch up, then what waited in the socket buffers is handled in arrival
+        order; ``False`` if the node was not paused."""
+        node = self.nodes[node_id]
+        if not node.up or not node.paused:
+            return False
+        node.paused = False
+        node.tick_at = None
+        self._tick(node)  # the runtime's turn ticks first, then handles what arrived
+        waiting, node.inbox = node.inbox, []
+        for kind, a, b in waiting:
+            if kind == DELIVER:
+                self._receive(node, a, b)
+            elif kind == STORE_REPLY:
+                self._store_answer(node, a, b)
+            else:
+                self._request(node, a, b)
+        return True
+
+    def _write_back(self, node_id: str) -> None:
+        self.nodes[node_id].disk.write_back()
+        self.after(self.config.writeback_interval, self._write_back, node_id)
+
+    # -- the external store (lease mode) ----------------------------------------------------------------
+
+    def _store_send(self, node: SimNode, member: str, request: dict[str, Any]) -> None:
+        """A data node's request to a store member travels the peer network between their hosts."""
+        target = self.nodes.get(member)
+        if target is None:
+            return  # a member this world does not have: the request is lost, as to an unknown address
+        node.store_calls += 1
+        ref = ("store", node.id, node.incarnation, member, node.store_calls)
+        for at in self.network.send(node.host, target.host, self.now)[:1]:
+            self._push(at, STORE_REQUEST, member, (node.id, ref), request)
+
+    def _store_request(self, member: SimNode, data_node: str, ref: Hashable, request: dict[str, Any]) -> None:
+        if not member.up or not self.network.admits(self.nodes[data_node].host, member.host):
+            return
+        member.outstanding[ref] = self._store_reply
+        if member.paused:
+            member.inbox.append((REQUEST, ref, request))
+        else:
+            self._request(member, ref, request)
+
+    def _store_reply(self, ref: Any, reply: dict[str, Any]) -> None:
+        _, data_node, incarnation, member, _ = ref
+        node = self.nodes[data_node]
+        if not node.up or node.incarnation != incarnation:
+            return
+        if not self.network.admits(self.nodes[member].host, node.host):
+            return
+        if node.paused:
+            node.inbox.append((STORE_REPLY, member, reply))
+        else:
+            self._store_answer(node, member, reply)
+
+    def _store_answer(self, node: SimNode, member: str, reply: dict[str, Any]) -> None:
+        clock, now = node.clock, self.now
+        node.core_calls += 1
+        self.core_calls += 1
+        self._carry_out(node, node.core.store_reply(member, reply, clock.mono(now), clock.wall(now)))
+
+    # -- clients ----------------------------------------------------------------------------------------
+
+    def client_send(self, node_id: str, ref: Hashable, request: dict[str, Any], on_reply: ReplyCallback) -> None:
+        """Send a client request; ``on_reply(ref, reply)`` is called with the node's reply, ``REFUSED``
+        or ``LOST``. A reply that comes after the client gave up is the caller's to ignore."""
+        node = self.nodes[node_id]
+        delay = self.network.client_delay_ns()
+        if not node.up:
+            self._push(self.now + 2 * delay, REPLY, on_reply, ref, dict(REFUSED))
+            return
+        node.outstanding[ref] = on_reply
+        self._push(self.now + delay, REQUEST, node_id, (node.incarnation, ref), request)
+
+    # -- clocks -----------------------------------------------------------------------------------------
+
+    def bump_clock(self, node_id: str, delta: float) -> float:
+        clock = self.nodes[node_id].clock
+        clock.offset = round(clock.offset + delta, 6)
+        return clock.offset
+
+    def reset_clock(self, node_id: str) -> None:
+        node = self.nodes[node_id]
+        node.strobe_generation += 1
+        node.clock.offset, node.clock.strobe_delta, node.clock.strobe_on = 0.0, 0.0, False
+
+    def strobe_clock(self, node_id: str, delta: float, period: float, duration: float) -> None:
+        """Flip the wall clock between its offset and offset + ``delta`` every ``period`` seconds for
+        ``duration`` seconds, then leave it at its offset (``nemesis.shell.strobe_commands``)."""
+        node = self.nodes[node_id]
+        node.strobe_generation += 1
+        generation = node.strobe_generation
+        node.clock.strobe_delta = delta
+        flips = max(1, int(duration / (2 * period)))
+        for i in range(2 * flips):
+            on = i % 2 == 0
+            self.schedule(self.now + to_ns(i * period), self._strobe_flip, (node_id, generation, on))
+        self.schedule(self.now + to_ns(2 * flips * period), self._strobe_flip, (node_id, generation, False))
+
+    def _strobe_flip(self, argument: tuple[str, int, bool]) -> None:
+        node_id, generation, on = argument
+        node = self.nodes[node_id]
+        if node.strobe_generation == generation:
+            node.clock.strobe_on = on
+
+    # -- manual network (the Hypothesis state machine) ---------------------------------------------------
+
+    def deliver(self, index: int) -> bool:
+        """Manual mode: deliver the in-flight message at ``index`` now; ``False`` if it was not accepted
+        (receiver down, or the partition in effect drops it). A paused receiver buffers it."""
+        src, dst, message = self.inflight.pop(index)
+        node = self.nodes[dst]
+        if not node.up or not self.network.admits(self.nodes[src].host, node.host):
+            return False
+        if node.paused:
+            node.inbox.append((DELIVER, src, message))
+        else:
+            self._receive(node, src, message)
+        return True
+
+    def drop(self, index: int) -> None:
+        self.inflight.pop(index)
+
+    # -- inspection -------------------------------------------------------------------------------------
+
+    def core(self, node_id: str) -> Node | None:
+        node = self.nodes[node_id]
+        return node.core if node.up else None
+
+    def leader(self) -> str | None:
+        """The running data node that leads the highest term, if any (omniscient: tests and benchmarks)."""
+        found = [(n.core.term, n.id) for n in self.nodes.values()
+                 if n.kind == "node" and n.up and n.core.role == "leader"]
+        return max(found)[1] if found else None
+
+    def journal_lines(self, node_id: str) -> list[str]:
+        return self.nodes[node_id].journal

@@ -1,0 +1,175 @@
+"""Unit tests of the simulator's parts: clocks, disk, network, seeds, delta debugging, specs and the CLI's
+refusals. Each is fast and needs no simulation run."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from harness.cli import main
+from harness.run import ConfigError
+from harness.sim.clock import WALL_EPOCH, NodeClock, to_ns
+from harness.sim.disk import SimDisk
+from harness.sim.explore import parse_seeds
+from harness.sim.network import NetworkOptions, SimNetwork
+from harness.sim.run import SimSpec, checker_for_bug, compose, scripts_from_jsonl, workload_for_bug
+from harness.sim.shrink import Candidate, _Judge, ddmin, fault_units, with_time_limit
+from harness.sim.world import World, WorldConfig
+from nemesis import grudge as grudges
+from nemesis.faults import Heal, Kill, Partition, Start
+from nemesis.generator import ScheduledFault
+from workloads.ops import Op
+
+
+def test_a_drifting_clock_fires_timers_no_earlier_than_asked() -> None:
+    clock = NodeClock(drift=0.001, offset=-2.5)
+    for due in (0.15, 0.45, 12.345678, 1000.0):
+        at = clock.true_ns(due)
+        assert clock.mono(at) >= due and clock.mono(at - 2) < due
+    assert clock.wall(to_ns(10.0)) == pytest.approx(WALL_EPOCH + 10.0 * 1.001 - 2.5)
+    clock.strobe_delta, clock.strobe_on = -30.0, True
+    assert clock.current_offset == -32.5
+    with pytest.raises(ValueError, match="drift"):
+        NodeClock(drift=0.9)
+
+
+def test_fsync_never_loses_what_was_not_written_back() -> None:
+    always, never = SimDisk("always"), SimDisk("never")
+    for disk in (always, never):
+        disk.append([{"t": "term", "term": 1, "vote": None}])
+    never.write_back()
+    for disk in (always, never):
+        disk.append([{"t": "term", "term": 2, "vote": "n2"}])
+        disk.crash()
+    assert [r["term"] for r in always.durable_records()] == [1, 2]
+    assert [r["term"] for r in never.durable_records()] == [1] and never.lost == 1
+    with pytest.raises(ValueError, match="unknown fsync policy 'sometimes'"):
+        SimDisk("sometimes")
+
+
+def test_a_link_is_fifo_unless_a_message_is_reordered() -> None:
+    network = SimNetwork(("n1", "n2"), random.Random(3), NetworkOptions(reorder_probability=0.0,
+                                                                          duplicate_probability=0.0))
+    arrivals = [network.send("n1", "n2", now)[0] for now in range(0, 10_000_000, 10_000)]
+    assert arrivals == sorted(arrivals)
+    chaotic = SimNetwork(("n1", "n2"), random.Random(3), NetworkOptions(reorder_probability=1.0,
+                                                                          duplicate_probability=1.0))
+    copies = [chaotic.send("n1", "n2", now) for now in range(0, 10_000_000, 10_000)]
+    assert all(len(c) == 2 for c in copies)
+    firsts = [c[0] for c in copies]
+    assert firsts != sorted(firsts)
+
+
+def test_partitions_are_grudges_checked_at_the_receiver() -> None:
+    network = SimNetwork(("n1", "n2", "n3"), random.Random(1))
+    network.set_grudge(grudges.one_way("n1", "n2"))  # n2 drops what n1 sends; n1 still hears n2
+    assert not network.admits("n1", "n2") and network.admits("n2", "n1") and network.admits("n1", "n3")
+    network.set_grudge(grudges.bridge(["n1", "n2", "n3"]))  # n2 is the bridge
+    assert network.admits("n1", "n2") and network.admits("n3", "n2") and not network.admits("n1", "n3")
+    network.set_grudge({})
+    network.set_loss(["n3"], 1.0)
+    assert not network.admits("n1", "n3") and network.admits("n3", "n1")
+
+
+def test_seed_lists() -> None:
+    assert parse_seeds("1..5") == [1, 2, 3, 4, 5]
+    assert parse_seeds("7") == [7]
+    assert parse_seeds("1..3, 10,12..13") == [1, 2, 3, 10, 12, 13]
+    for bad, message in (("5..1", "runs backwards"), ("x", "bad seed 'x'"), ("", "no seeds")):
+        with pytest.raises(ValueError, match=message):
+            parse_seeds(bad)
+
+
+def test_ddmin_finds_a_one_minimal_failing_subset(tmp_path) -> None:
+    spec = SimSpec(seed=1)
+
+    class Judge(_Judge):
+        def first_failing(self, candidates):
+            for index, candidate in enumerate(candidates):
+                self.trials += 1
+                ops = {op.value for slot in candidate.scripts.values() for op in slot}
+                if {3, 7} <= ops:
+                    return index
+            return None
+
+    judge = Judge("durability", tmp_path, 1, 1000)
+    items = list(range(20))
+    kept = ddmin(items, lambda sub: Candidate(spec, (), {0: [Op("write", "k", v) for v in sub]}), judge)
+    assert kept == [3, 7]
+
+
+def test_faults_shrink_in_pairs_with_their_heals() -> None:
+    schedule = (ScheduledFault(5.0, "partition", Partition("isolate", target="leader")),
+                ScheduledFault(6.0, "kill", Kill(("n2",))),
+                ScheduledFault(14.0, "partition", Heal()),
+                ScheduledFault(15.0, "kill", Start("all")),
+                ScheduledFault(21.0, "kill", Kill(("n3",))),
+                ScheduledFault(30.0, "partition", Heal()), ScheduledFault(30.0, "kill", Start("all")))
+    candidate = Candidate(SimSpec(seed=1, time_limit=30.0), schedule, {})
+    assert fault_units(candidate) == [(0, 2), (1, 3), (4,)]
+    assert candidate.faults == 3
+    cut = with_time_limit(candidate, 10.0)
+    assert [(e.at, e.fault.f) for e in cut.schedule] == [(5.0, "partition"), (6.0, "kill"), (10.0, "heal"),
+                                                          (10.0, "start")]
+
+
+def test_specs_name_their_replay_command_and_refuse_bad_names() -> None:
+    spec = SimSpec(seed=7, mode="raft", bugs=("lsn-reuse",), core={"scouting": False}, time_limit=30)
+    assert spec.command() == ("harness simulate --seed 7 --mode raft --time-limit 30 --bug lsn-reuse "
+                              "--core scouting=false")
+    assert SimSpec.from_json(spec.to_json()) == spec
+    for bad, message in ((SimSpec(seed=1, mode="paxos"), "unknown mode 'paxos'"),
+                         (SimSpec(seed=1, nemesis=("meteor",)), "unknown nemesis meteor"),
+                         (SimSpec(seed=1, mode="raft", bugs=("skip-leader-sync",)), "applies only to mode"),
+                         (SimSpec(seed=1, core={"heartbeat_interval": -1}), "heartbeat_interval must be > 0"),
+                         (SimSpec(seed=1, workload="bank"), "unknown workload 'bank'")):
+        with pytest.raises(ConfigError, match=message):
+            compose(bad)
+    assert checker_for_bug("ack-before-commit") == "durability"
+    assert checker_for_bug("vote-twice") == "single-leader-per-term"
+    assert workload_for_bug("no-dedup") == "queue" and workload_for_bug("stale-read") == "register"
+
+
+def test_scripts_round_trip_through_schedule_lines() -> None:
+    lines = [{"at": 1.0, "process": "nemesis", "package": "kill", "f": "kill", "value": {"targets": ["n1"]}},
+             {"process": "client", "slot": 2, "index": 1, "f": "read", "key": "k1", "value": None, "think": 0.5},
+             {"process": "client", "slot": 2, "index": 0, "f": "write", "key": "k1", "value": 3, "think": 0.0}]
+    assert scripts_from_jsonl(lines) == {2: [Op("write", "k1", 3), Op("read", "k1", think=0.5)]}
+    with pytest.raises(ValueError, match="slot"):
+        scripts_from_jsonl([{"process": "client", "f": "read"}])
+
+
+def test_a_paused_node_buffers_and_a_killed_node_refuses(tmp_path) -> None:
+    world = World(WorldConfig(nodes=3), seed=5)
+    for node in world.ids:
+        world.start(node)
+    world.run_for(5.0)
+    leader = world.leader()
+    assert leader is not None
+    replies: list[dict] = []
+    world.pause(leader)
+    world.client_send(leader, "r1", {"op": "status", "id": 1}, lambda ref, reply: replies.append(reply))
+    world.run_for(1.0)
+    assert replies == [] and world.nodes[leader].inbox
+    world.resume(leader)
+    world.run_for(0.1)
+    assert replies and replies[0]["ok"] is True
+    world.kill(leader)
+    world.client_send(leader, "r2", {"op": "status", "id": 2}, lambda ref, reply: replies.append(reply))
+    world.run_for(0.1)
+    assert replies[-1]["error"] == "connection-refused" and replies[-1]["definite"] is True
+    assert world.start(leader) and world.nodes[leader].incarnation == 2
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate"], "say what to simulate"),
+    (["simulate", "--seed", "1", "--mode", "paxos"], "unknown mode"),
+    (["simulate", "--seeds", "9..1"], "runs backwards"),
+    (["simulate", "--seed", "1", "--seeds", "1..2"], "not allowed with"),
+    (["simulate", "--matrix", "--seed", "3"], "--matrix explores seeds itself"),
+    (["simulate", "--seed", "1", "--bug", "nope"], "unknown bug 'nope'"),
+])
+def test_bad_arguments_exit_254_with_one_line(argv, message, tmp_path, capsys) -> None:
+    assert main([*argv, "--store", str(tmp_path)]) == 254
+    assert message in capsys.readouterr().err
