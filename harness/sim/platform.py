@@ -89,6 +89,7 @@ NOTHING_TO_CONFIRM = "nothing-to-confirm"  # workloads.client's error for a conf
 MAX_REDIRECTS = 3  # cluster.client.DEFAULT_MAX_REDIRECTS
 LEADER_POLL = 0.2  # harness.run waits for a first leader polling every 0.2 s
 CLIENT_STARTS = ("spread", "first")
+STALL_MARGIN = 3600.0  # simulated seconds after which a run that has not finished is reported as stalled
 
 
 @dataclass(frozen=True)
@@ -382,7 +383,10 @@ class SimPlatform:
         for process in world.process_ids:
             world.start(process)
         world.schedule(0, self._wait_for_leader, to_ns(self.config.leader_timeout))
-        world.run()
+        config = self.config
+        # A bound far beyond any legitimate end (each phase is bounded), so a runaway run is reported.
+        world.run(to_ns(config.leader_timeout + config.time_limit + config.op_timeout + config.recovery_timeout
+                        + STALL_MARGIN))
         if not self._final_done:
             raise RuntimeError(f"the simulation stalled at {world.seconds:.3f} s in phase {self.stats.phase}")
         if self.history is not None:
