@@ -17,8 +17,14 @@ Replica set status, seed 002 "Replica Election Algorithm":
   ReplicaSetUpdate(epoch, leader, lrs) goes to every SPU, and again every heartbeat interval so that
   an SPU that missed it (or restarted) catches up. An LRS change the leader reports in its SpuStatus is
   persisted and announced the same way (that announcement is the leader's acknowledgement).
-* **Offline**: no eligible candidate; re-examined whenever an SPU reports, so that "SPU comes back
-  Online" starts a new election.
+* **LRS version**: every LRS the SC makes (Online) or adopts gets a new `lrs_version`, persisted with
+  it and carried by LeaderCandidate and ReplicaSetUpdate; the leader's SpuStatus echoes the version of
+  the newest SC LRS it applied, and the SC adopts a reported LRS only when it is based on the SC's current
+  version: a report delayed past an LRS change is stale and ignored (docs/election-fluvio.md).
+* **Offline**: no eligible candidate; re-examined whenever an SPU reports and on every tick, so that
+  "SPU comes back Online" starts a new election: as soon as a live, reporting LRS member exists, whether
+  or not it was tried in the election that ended Offline (a paused candidate resumes, a lost
+  LeaderCandidate is sent again in the new epoch).
 
 An SPU is live while its SpuStatus reports keep arriving (at most an election timeout apart); the
 leader is also counted gone when it reports that it no longer leads the current epoch.
@@ -95,18 +101,20 @@ class ControllerConfig:
 
 @dataclass
 class ControllerState:
-    """What the SC persists: the election epoch, status, leader and Live Replica Set."""
+    """What the SC persists: the election epoch, status, leader and Live Replica Set with its version."""
 
     epoch: int = 0
     status: str = OFFLINE
     leader: str | None = None
     lrs: list[str] = field(default_factory=list)
+    #: bumped on every LRS the SC makes or adopts, never reused (not even across epochs)
+    lrs_version: int = 0
 
 
 def controller_record(state: ControllerState) -> dict[str, Any]:
-    """{t: controller, epoch, status, leader, lrs}: the SC's state, the newest record wins."""
+    """{t: controller, epoch, status, leader, lrs, lrs_version}: the SC's state, the newest record wins."""
     return {"t": "controller", "epoch": state.epoch, "status": state.status, "leader": state.leader,
-            "lrs": list(state.lrs)}
+            "lrs": list(state.lrs), "lrs_version": state.lrs_version}
 
 
 def recover_controller(records: Iterable[dict[str, Any]], spus: Iterable[str]) -> ControllerState:
@@ -117,7 +125,8 @@ def recover_controller(records: Iterable[dict[str, Any]], spus: Iterable[str]) -
         if not isinstance(record, dict) or record.get("t") != "controller":
             raise ValueError(f"not a controller storage record: {record!r:.80}; is this an SPU's data dir?")
         state = ControllerState(epoch=int(record["epoch"]), status=str(record["status"]),
-                                leader=record.get("leader"), lrs=list(record["lrs"]))
+                                leader=record.get("leader"), lrs=list(record["lrs"]),
+                                lrs_version=int(record.get("lrs_version", 0)))
     return state
 
 
@@ -208,7 +217,7 @@ class Controller:
     def status(self) -> dict[str, Any]:
         return {"node": self.id, "role": "controller", "term": self.state.epoch, "leader": self.leader,
                 "mode": "fluvio", "status": self.state.status, "lrs": list(self.state.lrs),
-                "candidate": self.candidate,
+                "lrs_version": self.state.lrs_version, "candidate": self.candidate,
                 "leo": {spu: report.last_index for spu, report in sorted(self.reports.items())}}
 
     # ------------------------------------------------------------------ the election
@@ -231,12 +240,18 @@ class Controller:
                 self._begin_election(now, f"leader {leader} offline")
             elif report is not None and report.term == self.state.epoch and report.role != "leader":
                 self._begin_election(now, f"leader {leader} no longer leads epoch {self.state.epoch}")
-        elif status == OFFLINE and self._eligible(now):
+        elif status == OFFLINE and self._eligible(now, untried_only=False):
+            # seed 002 "SPU comes back Online": an Offline set re-runs the election as soon as an eligible
+            # SPU is live; `tried` only orders the candidates of one election, so an SPU that failed to
+            # promote in the last one (paused, or its notification lost) is eligible again
             self._begin_election(now, "an eligible SPU is online")
 
-    def _eligible(self, now: float) -> list[str]:
+    def _eligible(self, now: float, *, untried_only: bool = True) -> list[str]:
+        """The leader candidates: live, reporting LRS members (every SPU under `promote-outside-lrs`),
+        without those already tried in this election unless `untried_only` is False."""
         pool = self.config.spus if self.bug_outside_lrs else [s for s in self.config.spus if s in self.state.lrs]
-        return [s for s in pool if self.live(s, now) and s not in self.tried and s in self.reports]
+        return [s for s in pool if self.live(s, now) and s in self.reports
+                and not (untried_only and s in self.tried)]
 
     def _begin_election(self, now: float, reason: str) -> None:
         self.state.status = ELECTION
@@ -266,7 +281,8 @@ class Controller:
         self.response_deadline = now + self.config.wait_for_response
         self._persist()
         self._decision(now, reason)
-        wire = LeaderCandidate(term=self.state.epoch, candidate=best, lrs=list(self.state.lrs)).to_wire()
+        wire = LeaderCandidate(term=self.state.epoch, candidate=best, lrs=list(self.state.lrs),
+                               lrs_version=self.state.lrs_version).to_wire()
         for spu in self.config.spus:
             self._ready.messages.append((spu, wire))
 
@@ -281,6 +297,9 @@ class Controller:
         # starting: it stays, and the new leader removes it if it stays silent
         state.lrs = [s for s in self.config.spus
                      if s == sender or (s in state.lrs and (self.live(s, now) or s not in self.heard))]
+        # the Online LRS is a new version even when unchanged: reports the leader based on the
+        # LeaderCandidate are stale, the leader starts over from this announcement (`first_ack`)
+        state.lrs_version += 1
         self.candidate = None
         self.response_deadline = None
         self._persist()
@@ -291,15 +310,22 @@ class Controller:
         self.heard[sender] = now
         self.reports[sender] = message
         state = self.state
-        if message.term > state.epoch:
-            # only after the SC lost its state (fsync "never"): never reuse an epoch an SPU has seen
-            state.epoch = message.term
+        if message.term > state.epoch or message.lrs_version > state.lrs_version:
+            # only after the SC lost its state (fsync "never"): never reuse an epoch or an LRS version an SPU
+            # has seen (a version it has seen is moved past, so that no report matches it)
+            state.epoch = max(state.epoch, message.term)
+            if message.lrs_version > state.lrs_version:
+                state.lrs_version = message.lrs_version + 1
             self._persist()
+        # the LRS version rule: a report based on an older LRS than the SC's current one is stale (it was
+        # sent before the leader applied the SC's last change, and may undo it): never adopted
         if (state.status == ONLINE and sender == state.leader and message.term == state.epoch
-                and message.role == "leader" and message.lrs and sender in message.lrs):
+                and message.role == "leader" and message.lrs and sender in message.lrs
+                and message.lrs_version == state.lrs_version):
             lrs = [s for s in self.config.spus if s in message.lrs]
             if lrs != state.lrs:
                 state.lrs = lrs
+                state.lrs_version += 1
                 self._persist()
                 self._decision(now, f"leader {sender} reported a new LRS")
                 self._announce()
@@ -309,7 +335,8 @@ class Controller:
 
     def _announce(self) -> None:
         state = self.state
-        wire = ReplicaSetUpdate(term=state.epoch, leader=state.leader or "", lrs=list(state.lrs)).to_wire()
+        wire = ReplicaSetUpdate(term=state.epoch, leader=state.leader or "", lrs=list(state.lrs),
+                                lrs_version=state.lrs_version).to_wire()
         for spu in self.config.spus:
             self._ready.messages.append((spu, wire))
 

@@ -133,20 +133,24 @@ class SpuStatus(Message):
     last_lsn: LSN
     commit_index: int
     lrs: NodeIds
+    lrs_version: int = 0
     mode: ClassVar[str] = "fluvio"
     exempt_from_term: ClassVar[bool] = True
     doc: ClassVar[str] = ("an SPU's periodic report to the SC: role, term, leader ('' for none), LEO (last index "
-                          "and LSN), HW (commit index) and, from a leader, the Live Replica Set it proposes")
+                          "and LSN), HW (commit index) and, from a leader, the Live Replica Set it proposes and "
+                          "the version of the newest SC LRS it applied (the SC adopts it only on that version)")
 
 
 @dataclass(frozen=True, slots=True)
 class LeaderCandidate(Message):
     candidate: str
     lrs: NodeIds
+    lrs_version: int = 0
     mode: ClassVar[str] = "fluvio"
     exempt_from_term: ClassVar[bool] = True
     doc: ClassVar[str] = ("SC to every SPU: `candidate` should promote itself to leader of election epoch "
-                          "`term` (status CandidateFound); the others ignore it")
+                          "`term` (status CandidateFound) with the SC's LRS of version `lrs_version`; the others "
+                          "ignore it")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +164,12 @@ class PromotionSuccessful(Message):
 class ReplicaSetUpdate(Message):
     leader: str
     lrs: NodeIds
+    lrs_version: int = 0
     mode: ClassVar[str] = "fluvio"
     exempt_from_term: ClassVar[bool] = True
-    doc: ClassVar[str] = ("SC to every SPU: the leader of epoch `term` and the LRS (status Online, or an LRS "
-                          "change the leader reported); followers follow that leader")
+    doc: ClassVar[str] = ("SC to every SPU: the leader of epoch `term` and the LRS of version `lrs_version` "
+                          "(status Online, or an LRS change the leader reported); followers follow that leader; "
+                          "an update older than one applied in the epoch is ignored")
 
 
 # --- Aeron Cluster election (seed 001) -----------------------------------------------------------------

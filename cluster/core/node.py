@@ -218,8 +218,8 @@ class Node:
         self._ready = Ready()
         self._journaled: tuple[str, int, str | None] | None = None
         # `lsn-reuse`: the "fast restart" path that resumes a persisted leadership of the current term.
-        self._resume_term = (recovered.leader_term if config.has_bug("lsn-reuse")
-                             and recovered.leader_term == recovered.term and recovered.term > 0 else None)
+        self.resumable_term = (recovered.leader_term if config.has_bug("lsn-reuse")
+                               and recovered.leader_term == recovered.term and recovered.term > 0 else None)
 
     # ------------------------------------------------------------------ driver API
 
@@ -231,8 +231,8 @@ class Node:
                       "bugs": sorted(self.config.bugs)})
         self._journal_role()
         self.election.on_start(now)
-        if self._resume_term is not None:
-            self._resume_leadership(now)
+        if self.resumable_term is not None and self.election.resumes_at_start:
+            self.resume_leadership(now)
         return self._finish()
 
     def tick(self, now: float, wall: float) -> Ready:
@@ -489,9 +489,14 @@ class Node:
         if not held:
             self._replicate(now)
 
-    def _resume_leadership(self, now: float) -> None:
+    def resume_leadership(self, now: float) -> None:
         """Bug `lsn-reuse`: after a restart, take up the persisted leadership of the current term at
-        once, with the sequence counter reset to 1 instead of continuing after the term's last entry."""
+        once, with the sequence counter reset to 1 instead of continuing after the term's last entry.
+        Only while the node is still a follower of that term (the election mode may call it later)."""
+        if self.resumable_term != self.term or self.role != FOLLOWER:
+            self.resumable_term = None
+            return
+        self.resumable_term = None
         self.role = LEADER
         self.leader = self.id
         self._journal_role()
@@ -507,6 +512,7 @@ class Node:
         self._time_anchor = now
         self.next_seq = 1
         self.accepting = True
+        self.election.on_leadership_resumed(now)
         self._broadcast_heartbeat(now)
 
     def _end_leadership(self, new_leader: str | None) -> None:

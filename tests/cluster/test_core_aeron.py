@@ -470,7 +470,7 @@ def test_stale_vote_counts_a_vote_of_an_earlier_ballot() -> None:
         assert (node.role == "leader") is leads
 
 
-def former_leader_and_rival_in_one_ballot(bugs: tuple[str, ...]) -> CoreNetwork:
+def former_leader_and_rival_in_one_ballot(bugs: tuple[str, ...], finish: bool = True) -> CoreNetwork:
     """n1 wins term 1 with n2's vote; a total partition sends everyone back to CANVASS; after the heal n1
     and n3 nominate for term 2 at once, and n2 gets n3's RequestVote first."""
     net = CoreNetwork(3, mode="aeron", bugs=bugs, **FAST,
@@ -494,7 +494,8 @@ def former_leader_and_rival_in_one_ballot(bugs: tuple[str, ...]) -> CoreNetwork:
     take(net, "n3", "n2", "RequestVote")
     assert take(net, "n2", "n3", "Vote")["vote"] is True
     assert net.nodes["n3"].role == "leader"
-    net.run(1.0)
+    if finish:
+        net.run(1.0)
     return net
 
 
@@ -506,6 +507,45 @@ def test_stale_vote_gives_one_term_two_leaders() -> None:
     leaders = {(e["term"], e["node"]) for n in clean.ids for e in clean.journals[n]
                if e["event"] == "role" and e["role"] == "leader"}
     assert leaders == {(1, "n1"), (2, "n3")}
+
+
+# --- the known bug vote-twice -------------------------------------------------------------------------------
+
+
+def test_vote_twice_grants_a_second_candidate_of_the_same_term() -> None:
+    """A follower that voted FOR n2 in term 3 gets n3's RequestVote of term 3: AGAINST, unless vote-twice."""
+    for bug, second in ((("vote-twice",), True), ((), False)):
+        node, _ = single_node(mode="aeron", records=LOG, bugs=frozenset(bug), election_random_wait=5.0)
+        votes = []
+        for candidate in ("n2", "n3"):
+            ready = node.receive(candidate, RequestVote(term=3, log_leadership_term_id=2, log_position=9).to_wire(),
+                                 0.1, 0.1)
+            votes.append(next(m["vote"] for peer, m in ready.messages if m["type"] == "Vote" and peer == candidate))
+        assert votes == [True, second] and node.voted_for == "n2", bug
+
+
+def rivals_in_one_ballot(bugs: tuple[str, ...]) -> CoreNetwork:
+    """After a total partition heals, n1 and n3 nominate for term 2 at once; n2 gets n3's RequestVote,
+    then n1's, and n1 gets n2's answer before n3's NewLeadershipTerm."""
+    net = former_leader_and_rival_in_one_ballot(bugs, finish=False)
+    take(net, "n1", "n2", "RequestVote")
+    take(net, "n2", "n1", "Vote")
+    net.run(1.0)
+    return net
+
+
+def test_vote_twice_gives_one_term_two_leaders() -> None:
+    buggy = rivals_in_one_ballot(("vote-twice",))
+    assert "term 2 has two leaders: n3 and n1" in buggy.violations, buggy.violations
+    clean = rivals_in_one_ballot(())
+    assert not clean.violations
+    assert {(e["term"], e["node"]) for n in clean.ids for e in clean.journals[n]
+            if e["event"] == "role" and e["role"] == "leader"} == {(1, "n1"), (2, "n3")}
+
+
+class AeronVoteTwiceMachine(ClusterMachine):
+    mode = "aeron"
+    bugs = ("vote-twice",)
 
 
 # --- the Hypothesis state machine in aeron mode ------------------------------------------------------------
@@ -551,6 +591,12 @@ class AeronStaleVoteMachine(AeronMachine):
 
 def test_invariants_hold_in_aeron_mode_without_bugs() -> None:
     run_state_machine_as_test(AeronMachine, settings=_budget(examples=60, steps=100))
+
+
+def test_vote_twice_is_found_by_the_state_machine() -> None:
+    found = settings(_budget(examples=200, steps=80), phases=[Phase.generate])
+    with pytest.raises(AssertionError, match="has two leaders"):
+        run_state_machine_as_test(AeronVoteTwiceMachine, settings=found)
 
 
 def test_stale_vote_is_found_by_the_state_machine() -> None:

@@ -7,8 +7,10 @@ deterministic `FluvioNetwork` (virtual time, no sleeps).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -27,7 +29,8 @@ from cluster.core.controller import (
 from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.messages import LeaderCandidate, ReplicaSetUpdate, SpuStatus
 from cluster.core.node import Ready
-from tests.cluster.core_network import sent, single_node
+from cluster.core.storage import recover
+from tests.cluster.core_network import Envelope, _copy, sent, single_node
 from tests.cluster.fluvio_network import SC, FluvioNetwork
 
 FAST = {"heartbeat_interval": 0.1, "missed_heartbeats": 3}
@@ -104,6 +107,29 @@ def test_controller_elects_only_live_lrs_members_unless_the_bug_is_on() -> None:
         assert sc.candidate == (None if not bugs else "n3")
 
 
+def test_an_offline_set_re_elects_once_a_tried_lrs_member_reports_again() -> None:
+    """Seed 002 "SPU comes back Online": every candidate was tried (n2 was paused when named), the set went
+    Offline; when n2 reports again the SC runs a new election, still never outside the LRS (n3)."""
+    sc = controller()
+    sc.state = ControllerState(epoch=4, status=ONLINE, leader="n1", lrs=["n1", "n2"])
+    sc.receive("n2", status(4, 7, leader="n1"), 0.3, 0.3)
+    sc.receive("n3", status(4, 9, leader="n1"), 0.3, 0.3)  # the longest log, but outside the LRS
+    sc.tick(0.35, 0.35)  # n1 was never heard: offline
+    assert sc.state.status == CANDIDATE_FOUND and sc.candidate == "n2" and sc.state.epoch == 5
+    for at in (0.4, 0.6, 0.8):  # n2's reports still arrive (it pauses right after), n3 keeps reporting
+        sc.receive("n3", status(4, 9, leader="n1"), at, at)
+    sc.receive("n2", status(4, 7, leader="n1"), 0.4, 0.4)
+    ready = sc.tick(0.86, 0.86)  # no PromotionSuccessful in time, and no untried LRS member left
+    assert sc.state.status == "Offline" and not candidates(ready)
+    ready = sc.receive("n3", status(4, 9, leader="n1"), 1.0, 1.0)
+    assert sc.state.status == "Offline" and not candidates(ready)  # n3 is live but outside the LRS
+    ready = sc.receive("n2", status(4, 7, leader="n1"), 1.5, 1.5)  # n2 resumed: it is eligible again
+    assert sc.state.status == CANDIDATE_FOUND and sc.candidate == "n2" and sc.state.epoch == 6
+    assert {m["candidate"] for _, m in candidates(ready)} == {"n2"}
+    sc.receive("n2", {"type": "PromotionSuccessful", "term": 6}, 1.55, 1.55)
+    assert sc.state.status == ONLINE and sc.state.leader == "n2" and "n3" not in sc.state.lrs
+
+
 def test_leader_reported_lrs_changes_are_persisted_and_announced() -> None:
     sc = controller()
     sc.state = ControllerState(epoch=2, status=ONLINE, leader="n1", lrs=list(SPUS))
@@ -115,9 +141,25 @@ def test_leader_reported_lrs_changes_are_persisted_and_announced() -> None:
     assert sc.state.lrs == ["n1", "n3"]
 
 
+
+def test_controller_adopts_only_a_report_based_on_its_current_lrs_version() -> None:
+    sc = controller()
+    sc.state = ControllerState(epoch=2, status=ONLINE, leader="n1", lrs=list(SPUS), lrs_version=5)
+    stale = dict(status(2, 9, "leader", "n1", lrs=("n1", "n3")), lrs_version=4)
+    ready = sc.receive("n1", stale, 0.1, 0.1)
+    assert sc.state.lrs == list(SPUS) and sc.state.lrs_version == 5 and not ready.persist
+    ready = sc.receive("n1", dict(stale, lrs_version=5), 0.2, 0.2)
+    assert sc.state.lrs == ["n1", "n3"] and sc.state.lrs_version == 6 and ready.persist
+    assert {m["lrs_version"] for _, m in ready.messages if m["type"] == "ReplicaSetUpdate"} == {6}
+    # an SC that lost its state never reuses a version an SPU reports
+    sc.receive("n2", dict(status(2, 9, "follower", "n1"), lrs_version=9), 0.3, 0.3)
+    assert sc.state.lrs_version == 10 and sc.state.lrs == ["n1", "n3"]
+
 def test_controller_state_survives_a_restart_and_refuses_bad_input() -> None:
-    state = ControllerState(epoch=3, status=ONLINE, leader="n2", lrs=["n2", "n3"])
+    state = ControllerState(epoch=3, status=ONLINE, leader="n2", lrs=["n2", "n3"], lrs_version=7)
     assert recover_controller([controller_record(state)], SPUS) == state
+    older = {k: v for k, v in controller_record(state).items() if k != "lrs_version"}  # before the version
+    assert recover_controller([older], SPUS).lrs_version == 0
     assert recover_controller([], SPUS).lrs == list(SPUS)
     with pytest.raises(ValueError, match="not a controller storage record"):
         recover_controller([{"t": "term", "term": 1, "vote": None}], SPUS)
@@ -315,3 +357,168 @@ def test_committed_read_in_the_same_scenario_is_linearizable() -> None:
     lines, _ = leader_dies_with_an_uncommitted_write("committed")
     verdict = check_linearizability(parse_history(lines).ops, "register")
     assert verdict.valid is True, verdict.summary
+
+
+# --- the LRS version: delayed LRS messages are stale (seeds 55, 47, 401 of `harness simulate --mode fluvio
+# --nodes 3 --nemesis-interval 3` lost committed writes without it) -----------------------------------------
+
+
+def run_holding(net: FluvioNetwork, hold: Any, until: Any, timeout: float = 5.0) -> list[Envelope]:
+    """`net.run_until(until)`, except that the in-flight messages `hold` accepts are set aside, in order:
+    the returned envelopes are delivered (`release`) when the test says so, i.e. late."""
+    held: list[Envelope] = []
+    end = net.now + timeout
+    while True:
+        while net.inflight:
+            if hold(net.inflight[0]):
+                held.append(net.inflight.pop(0))
+            else:
+                net.deliver(0)
+        if until(held):
+            return held
+        assert net.now < end, f"not reached in {timeout} s: {net.describe()}"
+        net.advance(0.01)
+
+
+def release(net: FluvioNetwork, envelope: Envelope) -> None:
+    net.inflight.insert(0, envelope)
+    assert net.deliver(0), f"{envelope} was dropped"
+
+
+def lrs_members_lacking_commits(net: FluvioNetwork, leader: str) -> list[str]:
+    """The SC's LRS members that do not store every record `leader` has committed: the SC may elect any
+    LRS member, so this must stay empty (the invariant the LRS commit rule exists for)."""
+    committed = [entry["lsn"] for entry in recover(_copy(net.disks[leader])).entries[:net.nodes[leader].commit_index]]
+    lacking = []
+    for member in net.controller.state.lrs:
+        stored = [entry["lsn"] for entry in recover(_copy(net.disks[member])).entries]
+        if stored[:len(committed)] != committed:
+            lacking.append(member)
+    return lacking
+
+
+def is_type(envelope: Envelope, src: str, dst: str, kind: str) -> bool:
+    return (envelope.src, envelope.dst, envelope.msg["type"]) == (src, dst, kind)
+
+
+def test_a_promoted_leader_report_that_arrives_after_the_online_announcement_is_not_adopted() -> None:
+    """Seed 55: the new leader reports the LeaderCandidate's LRS (with n1, which the SC saw go offline)
+    before it gets the Online announcement [n2]; it commits alone; the report arrives late. The SC must not
+    adopt it: it would then elect n1, which lacks the committed write."""
+    net = FluvioNetwork(2, **FAST).start()
+    assert net.wait_for_leader() == "n1"
+    assert net.call("n1", {"op": "write", "key": "x", "value": 0})["ok"]
+    net.crash("n1")
+    held = run_holding(
+        net, lambda e: (is_type(e, SC, "n2", "ReplicaSetUpdate") and e.msg["leader"] == "n2") or (
+            is_type(e, "n2", SC, "SpuStatus") and e.msg["role"] == "leader"),
+        until=lambda held: any(e.msg["type"] == "SpuStatus" and "n1" in e.msg["lrs"] for e in held))
+    online = next(e for e in held if e.msg["type"] == "ReplicaSetUpdate")
+    stale = next(e for e in held if e.msg["type"] == "SpuStatus")
+    assert online.msg["lrs"] == ["n2"] and stale.msg["lrs"] == ["n2", "n1"]
+    release(net, online)
+    assert net.call("n2", {"op": "write", "key": "x", "value": 1})["ok"]  # committed on n2 alone
+    release(net, stale)
+    assert net.controller.state.lrs == ["n2"] and lrs_members_lacking_commits(net, "n2") == []
+    net.crash("n2")
+    net.start_node("n1")
+    net.run(1.0)
+    assert net.controller.state.status == "Offline" and net.leader() is None  # n1 is not electable
+    net.start_node("n2")
+    assert net.wait_for_leader() == "n2" and net.call("n2", {"op": "read", "key": "x"})["value"] == 1
+    assert net.violations == []
+
+
+def test_a_readmission_report_that_crosses_the_online_announcement_is_not_adopted() -> None:
+    """Seed 401: the new leader n2 re-admits n3 and reports it; the SC's Online announcement [n2], sent
+    before that report arrived, resets n2's proposed LRS (`first_ack`); n2 commits alone. The late report
+    must not be adopted: the SC would then elect n3, which lacks the committed write."""
+    net = FluvioNetwork(3, **FAST).start()
+    assert net.wait_for_leader() == "n1"
+    net.cut("n1", "n3")
+    net.run(1.0)
+    assert net.controller.state.lrs == ["n1", "n2"]
+    assert net.call("n1", {"op": "write", "key": "x", "value": 0})["ok"]
+    net.crash("n1")
+    net.heal()
+    held = run_holding(
+        net, lambda e: (is_type(e, SC, "n2", "ReplicaSetUpdate") and e.msg["leader"] == "n2") or (
+            is_type(e, "n2", SC, "SpuStatus") and e.msg["role"] == "leader"),
+        until=lambda held: any(e.msg["type"] == "SpuStatus" and "n3" in e.msg["lrs"] for e in held))
+    online = next(e for e in held if e.msg["type"] == "ReplicaSetUpdate")
+    readmission = next(e for e in held if e.msg["type"] == "SpuStatus" and "n3" in e.msg["lrs"])
+    assert online.msg["lrs"] == ["n2"]
+    net.cut("n2", "n3")
+    release(net, online)
+    assert net.call("n2", {"op": "write", "key": "x", "value": 1})["ok"]  # committed on n2 alone
+    release(net, readmission)
+    assert net.controller.state.lrs == ["n2"] and lrs_members_lacking_commits(net, "n2") == []
+    net.crash("n2")
+    net.heal()
+    net.run(1.0)
+    assert net.controller.state.status == "Offline" and net.leader() is None  # n3 is not electable
+    net.start_node("n2")
+    assert net.wait_for_leader() == "n2" and net.call("n2", {"op": "read", "key": "x"})["value"] == 1
+    assert net.violations == []
+
+
+def test_a_replica_set_update_older_than_one_applied_is_ignored_by_the_leader() -> None:
+    """Seed 47: leader n1 applies the SC's adoption of [n1, n2, n3], then gets a ReplicaSetUpdate [n1, n2]
+    sent before it. Applying it would let n1 drop n3 and commit with n2 only while the SC still holds n3
+    in the LRS; ignored, the commit waits for the SC to acknowledge the shrink."""
+    net = FluvioNetwork(3, **FAST)
+    net.sc_config = dataclasses.replace(net.sc_config, missed_heartbeats=10)  # the SC keeps n1 online
+    net.start()
+    assert net.wait_for_leader() == "n1"
+    net.cut("n1", "n3")
+    net.run(1.0)
+    assert net.controller.state.lrs == ["n1", "n2"]
+    net.heal()
+    held = run_holding(net, lambda e: is_type(e, SC, "n1", "ReplicaSetUpdate") and e.msg["lrs"] == ["n1", "n2"],
+                       until=lambda held: held and net.controller.state.lrs == list(SPUS))
+    assert net.nodes["n1"].election.commit_set() == ["n2", "n3"]
+    stale = held[0]
+    net.cut("n1", "n3")
+    request = net.send_request("n1", {"op": "write", "key": "x", "value": 1})
+    # n1 drops the silent n3 after an election timeout; the SC's announcements and n1's shrink report wait
+    window = run_holding(net, lambda e: is_type(e, SC, "n1", "ReplicaSetUpdate") or (
+        is_type(e, "n1", SC, "SpuStatus") and "n3" not in e.msg["lrs"]),
+        until=lambda held: "n3" not in net.nodes["n1"].election.proposed_lrs)
+    release(net, stale)  # [n1, n2], sent before the SC adopted [n1, n2, n3]
+    window += run_holding(net, lambda e: is_type(e, SC, "n1", "ReplicaSetUpdate") or (
+        is_type(e, "n1", SC, "SpuStatus") and "n3" not in e.msg["lrs"]), until=lambda held: True)
+    assert net.controller.state.lrs == list(SPUS) and lrs_members_lacking_commits(net, "n1") == []
+    assert net.reply_to("c", request) is None  # the shrink is not acknowledged yet
+    release(net, next(e for e in window if e.msg["type"] == "SpuStatus"))
+    net.run(0.2)
+    assert net.controller.state.lrs == ["n1", "n2"] and net.reply_to("c", request)["ok"]
+    assert lrs_members_lacking_commits(net, "n1") == [] and net.violations == []
+
+
+def test_a_member_the_leader_reported_counts_in_commits_until_the_sc_answers() -> None:
+    """The leader re-admits n3 and reports it; before the SC answers, n3 falls silent and the leader drops
+    it again. The SC may still adopt that report (it is based on the SC's current LRS version), so a write
+    must not commit without n3 until a newer LRS version is applied."""
+    net = FluvioNetwork(3, **FAST)
+    net.sc_config = dataclasses.replace(net.sc_config, missed_heartbeats=10)  # the SC keeps n1 online
+    net.start()
+    assert net.wait_for_leader() == "n1"
+    net.cut("n1", "n3")
+    net.run(1.0)
+    assert net.controller.state.lrs == ["n1", "n2"]
+    net.heal()
+    reports = run_holding(net, lambda e: is_type(e, "n1", SC, "SpuStatus"),
+                          until=lambda held: any("n3" in e.msg["lrs"] for e in held))
+    net.cut("n1", "n3")
+    request = net.send_request("n1", {"op": "write", "key": "x", "value": 1})
+    reports += run_holding(net, lambda e: is_type(e, "n1", SC, "SpuStatus"),
+                           until=lambda held: "n3" not in net.nodes["n1"].election.proposed_lrs)
+    deadline = net.now + 0.3  # n2 stores the write and keeps answering heartbeats
+    reports += run_holding(net, lambda e: is_type(e, "n1", SC, "SpuStatus"), until=lambda held: net.now >= deadline)
+    assert net.nodes["n2"].log.last_index == net.nodes["n1"].log.last_index
+    assert net.reply_to("c", request) is None  # n3 was reported: it still counts
+    release(net, next(e for e in reports if "n3" in e.msg["lrs"]))  # the SC adopts the growth
+    assert net.controller.state.lrs == list(SPUS) and lrs_members_lacking_commits(net, "n1") == []
+    net.run(0.5)  # n1 applies [n1, n2, n3], then reports the shrink on that version: adopted, acknowledged
+    assert net.controller.state.lrs == ["n1", "n2"] and net.reply_to("c", request)["ok"]
+    assert lrs_members_lacking_commits(net, "n1") == [] and net.violations == []

@@ -41,6 +41,10 @@ ballots (the seed's NOMINATE "clears any old voting records") and counts Votes w
 candidateTermId, so a Vote FOR from an earlier ballot, remembered or delayed in the network, counts in
 the current one. A former leader that runs again wins at once on the records of the ballot it won; if a
 rival wins the same term with real votes, the term has two leaders (single-leader-per-term).
+
+Known bug `vote-twice`: a follower grants a RequestVote of its current term although it already voted FOR
+another candidate in that term (the votedFor check is skipped, as in raft mode), so two concurrent
+candidates of one term can both win a majority.
 """
 
 from __future__ import annotations
@@ -140,6 +144,7 @@ class AeronElection(Election):
         super().__init__(host)
         self.state = INIT
         self.bug_stale_vote = host.config.has_bug("stale-vote")
+        self.bug_vote_twice = host.config.has_bug("vote-twice")
         # CANVASS / NOMINATE: peer -> (log term, log position, its term, when heard).
         self.canvass: dict[str, tuple[int, int, int, float]] = {}
         self.canvass_at: float | None = None
@@ -202,6 +207,15 @@ class AeronElection(Election):
 
     def streams_to(self, peer: str) -> bool:
         return peer in self.live
+
+    def on_leadership_resumed(self, now: float) -> None:
+        """Bug `lsn-reuse`: the restarted leader skips the election and takes its term back as CLOSED; its
+        followers, still CLOSED on (term, leader), rejoin its live Log with their next AppendPosition."""
+        host = self.host
+        self._init(now)
+        self.term_base = host.term_start_index - 1
+        self._enter(CLOSED, now)
+        self.publish_at = now
 
     def next_deadline(self) -> float | None:
         found = [t for t in self._deadlines() if t is not None]
@@ -421,8 +435,9 @@ class AeronElection(Election):
         if message.term > host.term:
             self._newer_term(message.term, now)
         candidate_log = (message.log_leadership_term_id, message.log_position)
+        # One Vote FOR per term, persisted (seed 001 FOLLOWER_BALLOT); bug vote-twice skips that check.
         granted = (message.term == host.term and host.role == FOLLOWER and host.leader is None
-                   and host.voted_for in (None, sender)
+                   and (host.voted_for in (None, sender) or self.bug_vote_twice)
                    and candidate_log >= (log.last_term, log.last_index))
         if granted and self.state != FOLLOWER_BALLOT:
             host.transition(now, FOLLOWER, vote=sender)

@@ -91,6 +91,7 @@ class ElectionHost(Protocol):
 
     # Used by a mode that moves log entries itself before its election closes (aeron).
     commit_index: int
+    term_start_index: int  # the index of the leader's first entry of its term
 
     def complete_leadership(self, now: float) -> None:
         """Append the leader's first entry of its term (the no-op) and start serving (`defers_leadership`)."""
@@ -104,6 +105,13 @@ class ElectionHost(Protocol):
     def set_follower_position(self, peer: str, position: int, now: float) -> None:
         """On the leader: `peer`'s copy of this leader's log ends at `position`; replicate to it from there."""
 
+    # Bug `lsn-reuse` only: the leadership of the current term this node persisted before its restart
+    # (None without the bug, or once taken up or given up), and the "fast restart" that takes it up.
+    resumable_term: int | None
+
+    def resume_leadership(self, now: float) -> None:
+        """Bug `lsn-reuse`: lead `resumable_term` again at once, the sequence counter back at 1."""
+
 
 class Election(ABC):
     """Base of election modes. The node calls these hooks; the mode calls back through `host`."""
@@ -116,6 +124,9 @@ class Election(ABC):
     #: the mode calls `host.complete_leadership` itself once its leader states are done (aeron: CLOSED),
     #: instead of the node doing it on winning (or after leader sync)
     defers_leadership: ClassVar[bool] = False
+    #: bug `lsn-reuse`: the node resumes a persisted leadership as it starts; False for a mode that first
+    #: asks who leads (lease: the store) and calls `host.resume_leadership` itself
+    resumes_at_start: ClassVar[bool] = True
 
     def __init__(self, host: ElectionHost) -> None:
         self.host = host
@@ -180,6 +191,11 @@ class Election(ABC):
         """Whether the leader sends AppendEntries to `peer`. Default always; aeron: only to followers that
         joined the live Log (the others are back-filled by the election)."""
         return True
+
+    def on_leadership_resumed(self, now: float) -> None:
+        """Bug `lsn-reuse`: the node took its persisted leadership back after a restart, without an
+        election; a mode with leader state of its own (aeron, fluvio) takes that leadership up too."""
+        return None
 
 
 class TimedElection(Election):

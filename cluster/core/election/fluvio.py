@@ -19,6 +19,11 @@ are their peers as usual, the controller is not a peer (it counts in no quorum) 
   and re-admits it once it holds everything up to the HW. A shrink takes effect only once the SC has
   acknowledged it (the SC elects only among LRS members, so it must never know a larger LRS than the one
   commits used), a growth at once: commits use the union of the acknowledged and the proposed LRS.
+* LRS version: LeaderCandidate and ReplicaSetUpdate carry the version of the SC's LRS; an SPU applies
+  none older than the newest it applied in the epoch (a delayed update must not undo a newer one), and
+  the leader's SpuStatus echoes that version (the SC adopts only a report based on its current LRS).
+  Every LRS the leader reported on the current version counts in commits until a newer version is
+  applied: the SC may still adopt any of them.
 * Linearizable reads are confirmed by every LRS member (`confirmed_round`), not a majority: the SC
   promotes without a vote, so a majority of SPUs that have not yet heard of a new epoch could otherwise
   confirm a deposed leader.
@@ -63,6 +68,9 @@ class FluvioElection(Election):
         self.proposed_lrs: list[str] = []    # on the leader: the LRS it maintains and reports
         self.first_ack = False               # on a new leader: the SC's Online announcement is awaited
         self.sc_heard_at: float | None = None  # the last ReplicaSetUpdate of our epoch naming us leader
+        self.lrs_epoch = 0                   # the epoch of `lrs_version`
+        self.lrs_version = 0                 # the version of the newest SC LRS applied in `lrs_epoch`
+        self.reported_lrs: list[str] = []    # on the leader: members of every LRS reported on `lrs_version`
 
     # -- Election hooks ---------------------------------------------------------------------------------
 
@@ -77,6 +85,16 @@ class FluvioElection(Election):
 
     def next_deadline(self) -> float | None:
         return self.status_at
+
+    def on_leadership_resumed(self, now: float) -> None:
+        """Bug `lsn-reuse`: the restarted leader takes its epoch back without the SC: it commits on every
+        follower until the SC's next announcement names it leader (`first_ack`), and steps down if none
+        comes within the quorum timeout (`sc_heard_at`)."""
+        self.acked_lrs = None
+        self.proposed_lrs = [self.host.config.node_id, *self.host.config.peers]
+        self.first_ack = True
+        self.sc_heard_at = now
+        self.lrs_epoch, self.lrs_version, self.reported_lrs = self.host.term, 0, []
 
     def on_tick(self, now: float) -> None:
         host = self.host
@@ -97,10 +115,14 @@ class FluvioElection(Election):
                     confirm = getattr(host, "_round_confirmed", None)
                     if confirm is not None:
                         confirm(host.round, now)
+        if host.role == LEADER:
+            # the SC may adopt this report as long as its LRS is still `lrs_version`: count it in commits
+            self.reported_lrs = [*self.reported_lrs, *[p for p in self.proposed_lrs if p not in self.reported_lrs]]
         host.send(CONTROLLER_ID, SpuStatus(
             term=host.term, role=host.role, leader=host.leader or "", last_index=host.log.last_index,
             last_lsn=host.log.last_lsn, commit_index=getattr(host, "commit_index", 0),
-            lrs=list(self.proposed_lrs) if host.role == LEADER else []))
+            lrs=list(self.proposed_lrs) if host.role == LEADER else [],
+            lrs_version=self.lrs_version if self.lrs_epoch == host.term else 0))
 
     def on_message(self, sender: str, message: Message, now: float) -> None:
         if sender != CONTROLLER_ID:
@@ -134,11 +156,12 @@ class FluvioElection(Election):
     # -- the LRS ----------------------------------------------------------------------------------------
 
     def commit_set(self) -> list[str]:
-        """The followers a record must reach to commit: the acknowledged LRS and the proposed one."""
+        """The followers a record must reach to commit: the acknowledged LRS, the proposed one and those
+        reported on the acknowledged version (each is an LRS the SC may hold; see the module docstring)."""
         host = self.host
         if self.acked_lrs is None:
             return list(host.config.peers)
-        members = set(self.acked_lrs) | set(self.proposed_lrs)
+        members = set(self.acked_lrs) | set(self.proposed_lrs) | set(self.reported_lrs)
         return [p for p in host.config.peers if p in members]
 
     def _maintain_lrs(self, now: float) -> None:
@@ -173,6 +196,7 @@ class FluvioElection(Election):
         members = [p for p in host.config.peers if p in message.lrs]
         self.acked_lrs = [me, *members]
         self.proposed_lrs = [me, *members]
+        self.lrs_epoch, self.lrs_version, self.reported_lrs = message.term, message.lrs_version, []
         self.first_ack = True
         self.sc_heard_at = now
         host.transition(now, LEADER, leader=me)
@@ -183,6 +207,10 @@ class FluvioElection(Election):
         me = host.config.node_id
         if message.term < host.term:
             return
+        if message.term == self.lrs_epoch and message.lrs_version < self.lrs_version:
+            return  # the LRS version rule: sent before an LRS of this epoch we already applied
+        newer = message.term != self.lrs_epoch or message.lrs_version > self.lrs_version
+        self.lrs_epoch, self.lrs_version = message.term, message.lrs_version
         self.lrs = list(message.lrs)
         if message.term > host.term:
             leader = message.leader if message.leader and message.leader != me else None
@@ -192,6 +220,8 @@ class FluvioElection(Election):
             if host.role == LEADER:
                 self.acked_lrs = [me, *[p for p in host.config.peers if p in message.lrs]]
                 self.sc_heard_at = now
+                if newer:
+                    self.reported_lrs = []  # reports on older versions can no longer be adopted
                 if self.first_ack:
                     # Online: the SC dropped the SPUs it counts offline; start from its LRS
                     self.first_ack = False
