@@ -19,7 +19,7 @@ from __future__ import annotations
 import gc
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,22 +182,29 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _json_object(text: str, required: Sequence[str], source: str, number: int) -> dict[str, Any]:
+    """Line ``number`` of ``source`` as a JSON object holding the ``required`` fields (FORMATS.md: one
+    object per line, history and journal alike); else a ``HistoryError`` naming what is wrong."""
+    if not text.strip():
+        raise HistoryError(source, number, "empty line (every line must be one JSON object)")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HistoryError(source, number, f"bad JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(raw, dict):
+        raise HistoryError(source, number, f"expected a JSON object, got {type(raw).__name__}")
+    missing = [name for name in required if name not in raw]
+    if missing:
+        raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}")
+    return raw
+
+
 def parse_events(lines: Iterable[str], source: str = "history.jsonl") -> Iterator[Event]:
     """Parse history lines into events, checking each line on its own (JSON, fields, types, order)."""
     last_time = None
     for number, text in enumerate(lines, start=1):
         expected_index = number - 1
-        if not text.strip():
-            raise HistoryError(source, number, "empty line (every line must be one JSON object)")
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise HistoryError(source, number, f"bad JSON: {exc.msg} at column {exc.colno}") from None
-        if not isinstance(raw, dict):
-            raise HistoryError(source, number, f"expected a JSON object, got {type(raw).__name__}")
-        missing = [name for name in REQUIRED_EVENT_FIELDS if name not in raw]
-        if missing:
-            raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}")
+        raw = _json_object(text, REQUIRED_EVENT_FIELDS, source, number)
         index, time, process, kind, f = (raw[name] for name in REQUIRED_EVENT_FIELDS)
         if not _is_int(index) or index != expected_index:
             raise HistoryError(source, number, f"index is {index!r}, expected {expected_index} (file order)")
@@ -380,17 +387,7 @@ def parse_journal(lines: Iterable[str], source: str = "journal.jsonl") -> list[J
     events: list[JournalEvent] = []
     node: str | None = None
     for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            raise HistoryError(source, number, "empty line (every line must be one JSON object)")
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise HistoryError(source, number, f"bad JSON: {exc.msg} at column {exc.colno}") from None
-        if not isinstance(raw, dict):
-            raise HistoryError(source, number, f"expected a JSON object, got {type(raw).__name__}")
-        missing = [name for name in REQUIRED_JOURNAL_FIELDS if name not in raw]
-        if missing:
-            raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}")
+        raw = _json_object(text, REQUIRED_JOURNAL_FIELDS, source, number)
         if not isinstance(raw["node"], str):
             raise HistoryError(source, number, f"node must be a string, not {raw['node']!r}")
         if node is None:

@@ -17,24 +17,20 @@ import argparse
 import secrets
 import sys
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from checkers.verdict import UNKNOWN, Valid, exit_code
+from checkers.verdict import exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
 from harness.interpreter import RunStats
 from harness.report.cli import add_report_parser, add_serve_parser
 from harness.run import (
     DBS,
-    EXIT_BAD_CONFIG,
-    EXIT_CRASH,
     PLATFORMS,
     ConfigError,
     RunResult,
@@ -46,77 +42,48 @@ from harness.run import (
 )
 from harness.sim.cli import add_simulate_parser
 from harness.store import StoreError
+from harness.subcommand import (
+    EXIT_CRASH,
+    VERDICT_WORDS,
+    CommandParser,
+    count,
+    fault_packages,
+    print_checker_verdicts,
+    rate,
+    run_command,
+    seconds,
+    verdict_line,
+)
 from workloads.generator import workload_names
 
 ANALYSES = ("spark", "direct")
-VERDICT_WORDS = {True: "valid", False: "INVALID", UNKNOWN: "unknown"}
-VERDICT_STYLES = {True: "bold green", False: "bold red", UNKNOWN: "bold yellow"}
-
-
-class UsageError(Exception):
-    """Bad command-line arguments; the CLI exits 254 with the message."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _rate(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of operations per second") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative (0: no pause between operations)")
-    return None if value == 0 else value
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="harness", description="Jepsen-style chaos tests of leader-based replicated systems.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    parser = CommandParser(prog="harness", description="Jepsen-style chaos tests of leader-based replicated systems.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser, metavar="COMMAND")
 
     run_cmd = commands.add_parser("run", help="deploy a cluster, run a seeded workload under faults, judge it",
                                   description="Run one chaos test and store it (history, journals, verdict).")
     run_cmd.add_argument("--db", default="cluster", help=f"system under test ({', '.join(DBS)})")
     run_cmd.add_argument("--mode", default="blazingmq", help=f"election mode ({', '.join(valid_modes())})")
-    run_cmd.add_argument("--nodes", type=_count, default=5, help="number of nodes (default 5)")
+    run_cmd.add_argument("--nodes", type=count, default=5, help="number of nodes (default 5)")
     run_cmd.add_argument("--workload", default="register", help=f"workload ({', '.join(workload_names())})")
     run_cmd.add_argument("--nemesis", default="partition,kill,pause,clock",
                          help="comma-separated fault packages, or none (default partition,kill,pause,clock)")
-    run_cmd.add_argument("--time-limit", type=_seconds, default=60.0, help="seconds of chaos (default 60)")
-    run_cmd.add_argument("--concurrency", type=_count, default=10, help="client processes (default 10)")
+    run_cmd.add_argument("--time-limit", type=seconds, default=60.0, help="seconds of chaos (default 60)")
+    run_cmd.add_argument("--concurrency", type=count, default=10, help="client processes (default 10)")
     run_cmd.add_argument("--seed", type=int, default=None, help="the run's seed (default: random, printed)")
     run_cmd.add_argument("--bug", dest="bugs", action="append", default=[], metavar="NAME",
                          help="switch on a known bug on every node (repeatable)")
     run_cmd.add_argument("--platform", default="docker", help=f"where the nodes run ({', '.join(PLATFORMS)})")
     run_cmd.add_argument("--hosts", default=None, help="ssh platform: file of nodes and hosts")
     run_cmd.add_argument("--store", default="store", help="store directory (default ./store)")
-    run_cmd.add_argument("--rate", type=_rate, default=10.0,
+    run_cmd.add_argument("--rate", type=rate, default=10.0,
                          help="operations per second per client process (0: as fast as possible; default 10)")
-    run_cmd.add_argument("--nemesis-interval", type=_seconds, default=10.0,
+    run_cmd.add_argument("--nemesis-interval", type=seconds, default=10.0,
                          help="mean seconds between nemesis operations (default 10)")
-    run_cmd.add_argument("--op-timeout", type=_seconds, default=5.0, help="seconds per operation (default 5)")
+    run_cmd.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
     run_cmd.add_argument("--name", default=None, help="test name in the store (default from the options)")
     run_cmd.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
 
@@ -124,9 +91,11 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Re-run a stored test with its spec and nemesis schedule and "
                                             "report how many replays failed the same checker.")
     repro.add_argument("run_dir", metavar="STORE_DIR", help="a stored run (e.g. store/latest)")
-    repro.add_argument("--times", type=_count, default=1, help="how many replays (default 1)")
+    repro.add_argument("--times", type=count, default=1, help="how many replays (default 1)")
     repro.add_argument("--store", default=None, help="store the replays here (default: the original's store)")
     repro.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
+    run_cmd.set_defaults(handler=_cmd_run)
+    repro.set_defaults(handler=_cmd_reproduce)
     for command in (run_cmd, repro):
         command.add_argument("--analysis", choices=ANALYSES, default="spark",
                              help="judge through the Spark pipeline (default) or the checkers directly")
@@ -140,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def spec_from_args(args: argparse.Namespace) -> TestSpec:
-    nemesis = tuple(n.strip() for n in args.nemesis.split(",") if n.strip() and n.strip() != "none")
+    nemesis = fault_packages(args.nemesis)
     return TestSpec(
         seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
         db=args.db,
@@ -218,8 +187,6 @@ def _run_with_view(
 
 def _print_result(console: Console, result: RunResult) -> None:
     results = result.results or {}
-    word = VERDICT_WORDS.get(result.valid, str(result.valid))
-    style = VERDICT_STYLES.get(result.valid, "bold")
     stats = result.stats
     if stats is not None and stats.faults_scheduled:
         table = Table(title="nemesis: scheduled vs applied", show_edge=False)
@@ -229,25 +196,22 @@ def _print_result(console: Console, result: RunResult) -> None:
             invoked, applied = stats.faults_invoked.get(f, 0), stats.faults_applied.get(f, 0)
             table.add_row(f, str(stats.faults_scheduled.get(f, 0)), str(invoked), str(applied), str(invoked - applied))
         console.print(table)
-    for name, verdict in results.get("checkers", {}).items():
-        valid: Valid = verdict.get("valid")
-        console.print(Text.assemble((f"  {VERDICT_WORDS.get(valid, valid):8} ", VERDICT_STYLES.get(valid, "")),
-                                    (f"{name}: ", "bold"), verdict.get("summary", "")))
+    print_checker_verdicts(console, results)
     if result.error:
         what = "interrupted" if result.interrupted else f"the harness crashed: {result.error}"
         console.print(Text(f"run {what}; the partial run is stored and analysable", style="bold yellow"))
     for problem in result.teardown_errors:
         shown = problem if len(problem) <= 300 else problem[:300] + " ... (in full in harness.log)"
         console.print(Text(f"teardown: {shown}", style="bold red"))
-    console.print(Text.assemble(("verdict ", "bold"), (word, style), f"   {results.get('ops', 0)} operations, "
-                                f"{results.get('duration_s', 0):g} s, seed {result.spec.seed}"))
+    console.print(verdict_line(result.valid, f"   {results.get('ops', 0)} operations, "
+                                             f"{results.get('duration_s', 0):g} s, seed {result.spec.seed}"))
     console.print(f"run stored in {result.run_dir}")
     report = Path(result.run_dir) / "report.html" if result.run_dir is not None else None
     if report is not None and report.is_file():
         console.print(f"report: {report}")
 
 
-def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+def _cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
     spec = spec_from_args(args)
     compose(spec)  # bad names and missing capabilities are reported before anything is printed or stored
     console.print(f"harness run: seed [bold]{spec.seed}[/] ({spec.command()})")
@@ -285,7 +249,7 @@ def _analyze(console: Console, result: RunResult) -> None:
         result.exit_code = exit_code(outcome.valid)
 
 
-def _cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
+def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> int:
     from harness.run import load_stored
 
     run_dir, spec, schedule, failing = load_stored(args.run_dir)
@@ -325,31 +289,7 @@ def _cmd_reproduce(args: argparse.Namespace, console: Console) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    console = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
-    try:
-        args = _parser().parse_args(argv)
-    except UsageError as exc:
-        err.print(str(exc), markup=False, highlight=False)
-        return EXIT_BAD_CONFIG
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    try:
-        if args.command == "run":
-            return _cmd_run(args, console)
-        if args.command == "reproduce":
-            return _cmd_reproduce(args, console)
-        return args.handler(args, console, err)
-    except (ConfigError, StoreError) as exc:
-        err.print(f"harness {args.command}: {exc}", markup=False, highlight=False)
-        return EXIT_BAD_CONFIG
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        return 2
-    except Exception:  # noqa: BLE001 - the harness itself crashed: say so, with the traceback
-        err.print(traceback.format_exc(), markup=False, highlight=False)
-        err.print("the harness crashed (exit 255); the traceback is above", markup=False)
-        return EXIT_CRASH
+    return run_command(_parser(), argv, bad_input=(ConfigError, StoreError))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,11 @@ RESULTS = "results.json"
 HARNESS_LOG = "harness.log"
 NODES = "nodes"
 JOURNAL = "journal.jsonl"
+# Beside the tests' directories (docs/analysis.md): the analysis's dataset, and the suites' runs, each
+# ``suites/<name>/<YYYYMMDDTHHMMSS>/`` holding its ``suite.json``.
+DATASET_DIR = "dataset"
+SUITES_DIR = "suites"
+SUITE_JSON = "suite.json"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
 
@@ -98,20 +103,25 @@ class RunDir:
         return self.path.parent.name
 
 
-def create_run(store: str | os.PathLike[str], test_name: str, started: datetime) -> RunDir:
-    """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it."""
-    store = Path(store)
-    parent = store / safe_name(test_name)
+def stamped_directory(parent: Path, started: datetime) -> Path:
+    """Make ``parent/<YYYYMMDDTHHMMSS>/`` for something started at ``started`` (UTC), or ``...-2``, ``-3``, ...
+    when that second is taken: two runs (or suites) never share a directory."""
     parent.mkdir(parents=True, exist_ok=True)
     stamp = started.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
     candidate, suffix = parent / stamp, 1
     while True:
         try:
             candidate.mkdir()
-            break
+            return candidate
         except FileExistsError:
             suffix += 1
             candidate = parent / f"{stamp}-{suffix}"
+
+
+def create_run(store: str | os.PathLike[str], test_name: str, started: datetime) -> RunDir:
+    """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it."""
+    store = Path(store)
+    candidate = stamped_directory(store / safe_name(test_name), started)
     (candidate / NODES).mkdir()
     run = RunDir(candidate)
     update_latest(store, run)

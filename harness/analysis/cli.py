@@ -35,26 +35,19 @@ from harness.analysis.pipeline import DEFAULT_KEY_TIMEOUT_S, Analysis, AnalysisO
 from harness.analysis.progress import ConsoleProgress, Progress, SilentProgress
 from harness.analysis.spark import SparkUnavailable, preflight, resolve_master, spark_session
 from harness.analysis.summary import SummaryError, render_summary, summarize, write_summary
+from harness.subcommand import (
+    EXIT_BAD_CONFIG,
+    VERDICT_WORDS,
+    CommandParser,
+    UsageError,
+    run_command,
+    seconds_or_no_limit,
+)
 
-EXIT_BAD_CONFIG = 254
-WORDS = {True: "valid", False: "INVALID", UNKNOWN: "unknown"}
+# Lighter than the run commands' VERDICT_STYLES: these words fill a column of a table.
 STYLES = {True: "green", False: "bold red", UNKNOWN: "yellow"}
 # Above this many runs, only the runs that are not valid get a line of their own.
 LIST_ALL_UP_TO = 40
-
-
-class CommandError(Exception):
-    """Bad arguments found after parsing: one sentence, exit 254."""
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative (0: no limit)")
-    return value
 
 
 def key_timeout(option: float | None, default: float | None = DEFAULT_KEY_TIMEOUT_S) -> float | None:
@@ -80,7 +73,7 @@ def _spark_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--key-timeout",
-        type=_seconds,
+        type=seconds_or_no_limit,
         default=None,
         metavar="S",
         help=f"seconds the linearizability search may spend per key before it says unknown "
@@ -142,7 +135,7 @@ def parse_spark_conf(items: Sequence[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise CommandError(f"--spark-conf {item!r} is not KEY=VALUE (e.g. spark.driver.memory=8g)")
+            raise UsageError(f"--spark-conf {item!r} is not KEY=VALUE (e.g. spark.driver.memory=8g)")
         conf[key.strip()] = value
     return conf
 
@@ -152,7 +145,7 @@ def _progress(args: argparse.Namespace, console: Console) -> Progress:
 
 
 def _verdict(valid: Valid) -> Text:
-    return Text(WORDS.get(valid, str(valid)), style=STYLES.get(valid, ""))
+    return Text(VERDICT_WORDS.get(valid, str(valid)), style=STYLES.get(valid, ""))
 
 
 def print_analysis(analysis: Analysis, console: Console) -> None:
@@ -195,7 +188,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int
     """``harness analyze``: returns the exit code; bad input is one sentence on ``err`` and 254."""
     try:
         if not args.paths and not args.summary:
-            raise CommandError(
+            raise UsageError(
                 "name what to analyse: run directories (store/latest), suite directories or a store; "
                 "or --summary for the cross-run view"
             )
@@ -204,7 +197,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int
         selection = find_runs(args.paths, args.store) if args.paths else None
         store = selection.store if selection else Path(args.store or "store")
         if selection is None and not store.is_dir():
-            raise CommandError(f"{store}: no such store; pass --store DIR")
+            raise UsageError(f"{store}: no such store; pass --store DIR")
         progress = _progress(args, err)
         analysis = None
         with spark_session(master, conf) as spark:
@@ -221,7 +214,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int
             render_summary(summary, console)
             console.print(f"summary written to {path}")
         return analysis.exit_code if analysis is not None else 0
-    except (CommandError, DiscoveryError, SparkUnavailable, SummaryError) as exc:
+    except (UsageError, DiscoveryError, SparkUnavailable, SummaryError) as exc:
         err.print(f"harness analyze: {exc}", markup=False, highlight=False)
         return EXIT_BAD_CONFIG
 
@@ -238,7 +231,7 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
         conf = parse_spark_conf(args.spark_conf)
         master = resolve_master(args.spark_master)
         preflight(master)  # before hours of runs, not after
-    except (CommandError, SuiteError, SparkUnavailable) as exc:
+    except (UsageError, SuiteError, SparkUnavailable) as exc:
         err.print(f"harness suite: {exc}", markup=False, highlight=False)
         return EXIT_BAD_CONFIG
     progress = _progress(args, err)
@@ -281,33 +274,8 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m harness.analysis analyze|suite ...`` (the same commands as ``harness``)."""
-    import traceback
-
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> Any:
-            raise CommandError(f"{self.prog}: {message}")
-
-    parser = _Parser(
-        prog="python -m harness.analysis", description="Analysis and suites of the chaos harness."
-    )
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    parser = CommandParser(prog="python -m harness.analysis", description="Analysis and suites of the chaos harness.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser, metavar="COMMAND")
     add_analyze_parser(commands)
     add_suite_parser(commands)
-    console = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
-    try:
-        args = parser.parse_args(argv)
-    except CommandError as exc:
-        err.print(str(exc), markup=False, highlight=False)
-        return EXIT_BAD_CONFIG
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    try:
-        return args.handler(args, console, err)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        return 2
-    except Exception:  # noqa: BLE001 - the harness itself crashed: say so, with the traceback
-        err.print(traceback.format_exc(), markup=False, highlight=False)
-        err.print("the harness crashed (exit 255); the traceback is above", markup=False)
-        return 255
+    return run_command(parser, argv)

@@ -26,12 +26,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from checkers.verdict import UNKNOWN, Valid
+from harness.store import DATASET_DIR, SUITES_DIR  # noqa: F401 - SUITES_DIR: harness.suite imports it from here
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-DATASET_DIR = "dataset"
-SUITES_DIR = "suites"
 SUMMARY_FILE = "summary.json"
 PARTITION_COLUMNS = ("test", "run")
 

@@ -20,10 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.dataset import DATASET_DIR, SUITES_DIR
-from harness.store import LATEST, TEST_JSON, TIMESTAMP_FORMAT
-
-SUITE_JSON = "suite.json"
+from harness.store import DATASET_DIR, LATEST, SUITE_JSON, SUITES_DIR, TEST_JSON, TIMESTAMP_FORMAT
 
 
 class DiscoveryError(ValueError):

@@ -38,33 +38,15 @@ from harness.report.render import write_report
 from harness.report.serve import DEFAULT_PORT, serve
 from harness.report.timeline import MAX_BARS
 from harness.store import LATEST, TEST_JSON
-
-EXIT_BAD_CONFIG = 254
-EXIT_CRASH = 255
-
-
-class CommandError(Exception):
-    """Bad arguments found after parsing: one sentence, exit 254."""
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535; 0: any free port)")
-    return value
+from harness.subcommand import (
+    EXIT_BAD_CONFIG,
+    EXIT_CRASH,
+    CommandParser,
+    UsageError,
+    count,
+    port,
+    run_command,
+)
 
 
 def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -81,7 +63,7 @@ def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--store", default=None, metavar="DIR",
                         help="the store whose index.html to rebuild (default: the paths' own, else ./store)")
     parser.add_argument("--index-only", action="store_true", help="rebuild only the store's index.html")
-    parser.add_argument("--max-bars", type=_count, default=MAX_BARS, metavar="N",
+    parser.add_argument("--max-bars", type=count, default=MAX_BARS, metavar="N",
                         help=f"operations drawn as bars before the report shows a window (default {MAX_BARS})")
     parser.set_defaults(handler=cmd_report)
     return parser
@@ -96,7 +78,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         "HTTP on 127.0.0.1 only, until Ctrl-C.",
     )
     parser.add_argument("--store", default="store", metavar="DIR", help="store directory (default ./store)")
-    parser.add_argument("--port", type=_port, default=DEFAULT_PORT,
+    parser.add_argument("--port", type=port, default=DEFAULT_PORT,
                         help=f"TCP port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free port)")
     parser.add_argument("--quiet", action="store_true", help="do not log requests")
     parser.set_defaults(handler=cmd_serve)
@@ -116,7 +98,7 @@ def _suite_runs(suite_dir: Path, store: Path) -> list[Path]:
     try:
         data = json.loads((suite_dir / SUITE_JSON).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise CommandError(f"{suite_dir / SUITE_JSON} cannot be read: {exc}") from None
+        raise UsageError(f"{suite_dir / SUITE_JSON} cannot be read: {exc}") from None
     runs = []
     for entry in data.get("runs") or [] if isinstance(data, dict) else []:
         path = entry.get("path") if isinstance(entry, dict) else entry
@@ -130,10 +112,10 @@ def select(paths: Sequence[str], store: str | None) -> tuple[Path, list[Path], l
     if not paths:
         root = Path(store or "store")
         if not root.is_dir():
-            raise CommandError(f"{root}: no such store directory; run harness run first, or pass --store DIR")
+            raise UsageError(f"{root}: no such store directory; run harness run first, or pass --store DIR")
         runs, suites = find_run_dirs(root), [p.parent for p in find_suite_dirs(root)]
         if not runs and not suites:
-            raise CommandError(f"{root} holds no runs and no suites (no <test>/<run>/{TEST_JSON}); run harness run first")
+            raise UsageError(f"{root} holds no runs and no suites (no <test>/<run>/{TEST_JSON}); run harness run first")
         return root, runs, suites
     runs: list[Path] = []
     suites: list[Path] = []
@@ -141,7 +123,7 @@ def select(paths: Sequence[str], store: str | None) -> tuple[Path, list[Path], l
     for text in paths:
         path = Path(text)
         if not path.is_dir():
-            raise CommandError(f"{path}: no such directory; give a run directory (store/latest), a suite directory or a store")
+            raise UsageError(f"{path}: no such directory; give a run directory (store/latest), a suite directory or a store")
         if (path / TEST_JSON).is_file():
             real = path.resolve() if path.name == LATEST or path.is_symlink() else path
             runs.append(real)
@@ -153,8 +135,8 @@ def select(paths: Sequence[str], store: str | None) -> tuple[Path, list[Path], l
         else:
             found, found_suites = find_run_dirs(path), [p.parent for p in find_suite_dirs(path)]
             if not found and not found_suites:
-                raise CommandError(f"{path} holds no stored run (no directory with {TEST_JSON}); give a run "
-                                   "directory such as store/latest, a suite directory, or a store with runs")
+                raise UsageError(f"{path} holds no stored run (no directory with {TEST_JSON}); give a run "
+                                 "directory such as store/latest, a suite directory, or a store with runs")
             runs.extend(found)
             suites.extend(found_suites)
             stores.add(path)
@@ -163,7 +145,7 @@ def select(paths: Sequence[str], store: str | None) -> tuple[Path, list[Path], l
     else:
         resolved = {s.resolve() for s in stores}
         if len(resolved) > 1:
-            raise CommandError("the paths come from more than one store; rebuild one store at a time or pass --store")
+            raise UsageError("the paths come from more than one store; rebuild one store at a time or pass --store")
         root = next(iter(stores))
     return root, list(dict.fromkeys(runs)), list(dict.fromkeys(suites))
 
@@ -171,7 +153,7 @@ def select(paths: Sequence[str], store: str | None) -> tuple[Path, list[Path], l
 def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
     try:
         store, runs, suites = select(args.paths, args.store)
-    except CommandError as exc:
+    except UsageError as exc:
         err.print(f"harness report: {exc}", markup=False, highlight=False)
         return EXIT_BAD_CONFIG
     failures = 0
@@ -221,30 +203,8 @@ def cmd_serve(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m harness.report report|serve ...`` (the same commands as ``harness``)."""
-
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> Any:
-            raise CommandError(f"{self.prog}: {message}")
-
-    parser = _Parser(prog="python -m harness.report", description="Reports of the chaos harness.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    parser = CommandParser(prog="python -m harness.report", description="Reports of the chaos harness.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser, metavar="COMMAND")
     add_report_parser(commands)
     add_serve_parser(commands)
-    console = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
-    try:
-        args = parser.parse_args(argv)
-    except CommandError as exc:
-        err.print(str(exc), markup=False, highlight=False)
-        return EXIT_BAD_CONFIG
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    try:
-        return args.handler(args, console, err)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        return 2
-    except Exception:  # noqa: BLE001 - the harness itself crashed: say so, with the traceback
-        err.print(traceback.format_exc(), markup=False, highlight=False)
-        err.print("the harness crashed (exit 255); the traceback is above", markup=False)
-        return EXIT_CRASH
+    return run_command(parser, argv)

@@ -22,13 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.render import REPORT, environment, verdict_class, verdict_word
-from harness.store import LATEST, RESULTS, TEST_JSON, TIMESTAMP_FORMAT
+from harness.store import DATASET_DIR, LATEST, RESULTS, SUITE_JSON, SUITES_DIR, TEST_JSON, TIMESTAMP_FORMAT
 
 INDEX = "index.html"
 SUITE_PAGE = "suite.html"
-DATASET_DIR = "dataset"
-SUITES_DIR = "suites"
-SUITE_JSON = "suite.json"
 SUITE_SUMMARY = "summary.json"
 STORE_SUMMARY = "summary.json"
 JUNIT = "junit.xml"

@@ -48,41 +48,16 @@ from harness.sim.run import (
     simulate_stored,
     workload_for_bug,
 )
+from harness.subcommand import (
+    EXIT_CRASH,
+    count_or_zero,
+    fault_packages,
+    print_checker_verdicts,
+    rate,
+    seconds,
+    verdict_line,
+)
 from workloads.generator import workload_names
-
-EXIT_CRASH = 255
-VERDICT_WORDS = {True: "valid", False: "INVALID", UNKNOWN: "unknown"}
-VERDICT_STYLES = {True: "bold green", False: "bold red", UNKNOWN: "bold yellow"}
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
-    return value
-
-
-def _rate(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of operations per second") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must not be negative (0: no pause between operations)")
-    return None if value == 0 else value
 
 
 def _core_override(text: str) -> tuple[str, Any]:
@@ -120,14 +95,14 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help=f"workload ({', '.join(workload_names())}; default register, queue for --bug no-dedup)")
     parser.add_argument("--nemesis", default=",".join(SIM_NEMESES),
                         help=f"comma-separated fault packages, or none (default all: {','.join(SIM_NEMESES)})")
-    parser.add_argument("--time-limit", type=_seconds, default=60.0, help="simulated seconds of chaos (default 60)")
+    parser.add_argument("--time-limit", type=seconds, default=60.0, help="simulated seconds of chaos (default 60)")
     parser.add_argument("--concurrency", type=int, default=10, help="client processes (default 10)")
-    parser.add_argument("--rate", type=_rate, default=DEFAULT_RATE,
+    parser.add_argument("--rate", type=rate, default=DEFAULT_RATE,
                         help=f"operations per second per client process (0: no pause; default {DEFAULT_RATE:g})")
     parser.add_argument("--bug", dest="bugs", action="append", default=[], metavar="NAME",
                         help=f"switch on a known bug on every node (repeatable): {', '.join(sim_bugs())}")
-    parser.add_argument("--op-timeout", type=_seconds, default=5.0, help="seconds per operation (default 5)")
-    parser.add_argument("--nemesis-interval", type=_seconds, default=10.0,
+    parser.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
+    parser.add_argument("--nemesis-interval", type=seconds, default=10.0,
                         help="mean seconds between nemesis operations per package (default 10)")
     parser.add_argument("--fsync", default="always", help="node fsync policy: always (default) or never")
     parser.add_argument("--client-start", default="spread", choices=("spread", "first"),
@@ -142,16 +117,16 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--check-determinism", action="store_true",
                         help="run each seed twice and require byte-identical histories and journals")
     parser.add_argument("--shrink", action="store_true", help="minimise the (first) failing run and store it")
-    parser.add_argument("--shrink-trials", type=_count, default=400, help="budget of simulations for --shrink")
-    parser.add_argument("--rounds", type=_count, default=3, help="--matrix: exploration rounds per bug (default 3)")
-    parser.add_argument("--clean-seeds", type=_count, default=2000,
+    parser.add_argument("--shrink-trials", type=count_or_zero, default=400, help="budget of simulations for --shrink")
+    parser.add_argument("--rounds", type=count_or_zero, default=3, help="--matrix: exploration rounds per bug (default 3)")
+    parser.add_argument("--clean-seeds", type=count_or_zero, default=2000,
                         help="--matrix: bug-free seeds per mode (default 2000; 0 skips them)")
     parser.set_defaults(handler=cmd_simulate)
     return parser
 
 
 def spec_from_args(args: argparse.Namespace, seed: int = 0) -> SimSpec:
-    nemesis = tuple(n.strip() for n in args.nemesis.split(",") if n.strip() and n.strip() != "none")
+    nemesis = fault_packages(args.nemesis)
     workload = args.workload or (workload_for_bug(args.bugs[0]) if len(args.bugs) == 1 else "register")
     return SimSpec(seed=seed, mode=args.mode or "blazingmq", nodes=args.nodes, workload=workload, nemesis=nemesis,
                    time_limit=args.time_limit, concurrency=args.concurrency, bugs=tuple(args.bugs), rate=args.rate,
@@ -200,17 +175,13 @@ def _one(args: argparse.Namespace, console: Console, err: Console) -> int:
 
 
 def _print_result(console: Console, result: SimResult) -> None:
-    for name, verdict in result.results.get("checkers", {}).items():
-        valid = verdict.get("valid")
-        console.print(Text.assemble((f"  {VERDICT_WORDS.get(valid, valid):8} ", VERDICT_STYLES.get(valid, "")),
-                                    (f"{name}: ", "bold"), verdict.get("summary", "")))
+    print_checker_verdicts(console, result.results)
     if result.results.get("error"):
         console.print(Text(f"the simulation crashed: {result.results['error']}", style="bold yellow"))
-    word = VERDICT_WORDS.get(result.valid, str(result.valid))
     speed = result.sim_seconds / result.wall_seconds if result.wall_seconds > 0 else 0.0
-    console.print(Text.assemble(("verdict ", "bold"), (word, VERDICT_STYLES.get(result.valid, "bold")),
-                                f"   {result.results.get('ops', 0)} operations, {result.sim_seconds:.1f} simulated s "
-                                f"in {result.wall_seconds:.2f} wall s ({speed:.0f}x), seed {result.spec.seed}"))
+    console.print(verdict_line(result.valid, f"   {result.results.get('ops', 0)} operations, "
+                                             f"{result.sim_seconds:.1f} simulated s in {result.wall_seconds:.2f} wall s "
+                                             f"({speed:.0f}x), seed {result.spec.seed}"))
     console.print(f"run stored in {result.run_dir}")
     replay = store.read_json(store.RunDir(result.run_dir).test_json).get("replay_command")
     if replay:

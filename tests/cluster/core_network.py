@@ -32,6 +32,12 @@ from cluster.core.config import NodeConfig
 from cluster.core.node import Node, Ready
 from cluster.core.storage import recover
 
+# Timers short enough for an election to settle in about a second of virtual time.
+FAST = {"heartbeat_interval": 0.1, "missed_heartbeats": 3, "election_random_wait": 0.3,
+        "proposal_timeout": 0.3}
+# n1 stands for election at once, so it wins the first one.
+FIRST = {"n1": {"startup_wait": 0.0, "election_random_wait": 0.0}}
+
 
 def _copy(value: Any) -> Any:
     return json.loads(json.dumps(value))
@@ -345,6 +351,13 @@ class CoreNetwork:
     @property
     def violations(self) -> list[str]:
         return self.observer.violations
+
+
+def n1_leading(mode: str, size: int = 3, **extra: object) -> CoreNetwork:
+    """A started `size`-node network with FAST timers whose first leader is n1."""
+    net = CoreNetwork(size, mode=mode, per_node=FIRST, **FAST, **extra).start()
+    assert net.wait_for_leader() == "n1"
+    return net
 
 
 def single_node(node_id: str = "n1", peers: tuple[str, ...] = ("n2", "n3"), mode: str = "blazingmq",

@@ -9,18 +9,10 @@ from __future__ import annotations
 import pytest
 
 from cluster.core.messages import LeaderHeartbeat, ReadIndexResponse
-from tests.cluster.core_network import CoreNetwork, sent, single_node
+from tests.cluster.core_network import FAST, FIRST, CoreNetwork, sent, single_node
+from tests.cluster.core_network import n1_leading as cluster
 
-FAST = {"heartbeat_interval": 0.1, "missed_heartbeats": 3, "election_random_wait": 0.3,
-        "proposal_timeout": 0.3}
-FIRST = {"n1": {"startup_wait": 0.0, "election_random_wait": 0.0}}
 MODES = ["blazingmq", "raft"]
-
-
-def cluster(mode: str, size: int = 3, **extra: object) -> CoreNetwork:
-    net = CoreNetwork(size, mode=mode, per_node=FIRST, **FAST, **extra).start()
-    assert net.wait_for_leader() == "n1"
-    return net
 
 
 def local_read(key: str = "x", **extra: object) -> dict:

@@ -11,18 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster.core.messages import MESSAGE_TYPES, AppendEntries
-from tests.cluster.core_network import CoreNetwork, single_node
+from tests.cluster.core_network import FAST, CoreNetwork, single_node
+from tests.cluster.core_network import n1_leading as cluster
 
-FAST = {"heartbeat_interval": 0.1, "missed_heartbeats": 3, "election_random_wait": 0.3,
-        "proposal_timeout": 0.3}
-FIRST = {"n1": {"startup_wait": 0.0, "election_random_wait": 0.0}}
 MODES = ["blazingmq", "raft"]
-
-
-def cluster(mode: str, size: int = 3, **extra: object) -> CoreNetwork:
-    net = CoreNetwork(size, mode=mode, per_node=FIRST, **FAST, **extra).start()
-    assert net.wait_for_leader() == "n1"
-    return net
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -25,6 +22,7 @@ from nemesis.generator import (
     schedule_from_jsonl,
     schedule_to_jsonl,
 )
+from tests.hash_seeds import outputs_under_hash_seeds
 
 FIVE = ("n1", "n2", "n3", "n4", "n5")
 ALL = ",".join(nemesis_names())
@@ -271,14 +269,5 @@ for seed in range(5):
 
 @pytest.mark.slow
 def test_schedules_do_not_depend_on_the_hash_seed() -> None:
-    outputs = {
-        subprocess.run(
-            [sys.executable, "-c", HASH_SEED_SCRIPT],
-            env={**os.environ, "PYTHONHASHSEED": hash_seed},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for hash_seed in ("1", "2")
-    }
+    outputs = outputs_under_hash_seeds(HASH_SEED_SCRIPT)
     assert len(outputs) == 1 and outputs.pop().count("\n") == 5

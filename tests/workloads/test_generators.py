@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 import uuid
 from collections import Counter, defaultdict
 from itertools import islice
@@ -16,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkers.models import MODELS
+from tests.hash_seeds import outputs_under_hash_seeds
 from workloads.generator import make_workload, plan, workload_names
 from workloads.ops import CHECKERS, VALUE_STRIDE, Op
 from workloads.queue import DRAIN_GIVE_UP, QueueWorkload
@@ -199,14 +197,5 @@ for name in workload_names():
 
 @pytest.mark.slow
 def test_operations_do_not_depend_on_the_hash_seed() -> None:
-    outputs = {
-        subprocess.run(
-            [sys.executable, "-c", HASH_SEED_SCRIPT],
-            env={**os.environ, "PYTHONHASHSEED": hash_seed},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        for hash_seed in ("1", "2")
-    }
+    outputs = outputs_under_hash_seeds(HASH_SEED_SCRIPT)
     assert len(outputs) == 1 and outputs.pop().count("\n") == len(workload_names())
