@@ -50,7 +50,7 @@ from typing import Any
 from cluster.core.bugs import KNOWN_BUGS
 from cluster.core.config import NodeConfig
 from cluster.core.controller import Controller, ControllerConfig, recover_controller
-from cluster.core.election import ELECTIONS, EXTERNAL_STORE_ELECTIONS
+from cluster.core.election import ELECTIONS
 from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.errors import error_reply as core_error_reply
 from cluster.core.node import Node, Ready
@@ -184,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="lease mode: the external store's members (a raft cluster): s1=host:port,...")
     parser.add_argument("--data-dir", required=True, help="directory for the storage file, journal and log")
     parser.add_argument("--mode", default="blazingmq",
-                        help=f"election mode: {', '.join([*ELECTIONS, *EXTERNAL_STORE_ELECTIONS])}")
+                        help=f"election mode: {', '.join(ELECTIONS)}")
     parser.add_argument("--bug", dest="bugs", action="append", default=[], metavar="NAME",
                         help=f"switch on a known bug (repeatable): {', '.join(sorted(KNOWN_BUGS))}")
     parser.add_argument("--fsync", default="always", choices=FSYNC_POLICIES,

@@ -1,7 +1,9 @@
 """The nemesis driver of real runs: applies ``nemesis.faults`` to deployed nodes, for the interpreter.
 
 Process faults (kill, start, pause, resume) go through the DB adapter, which knows how to start its
-system and which process is the node (its ``Process`` and ``Pause`` capabilities); network and clock
+system and which process is the node (its ``Process`` and ``Pause`` capabilities); their targets are the
+DB's fault targets (``harness.db.fault_targets``: the data nodes, and the fluvio controller ``sc``, whose
+host has the same name); network and clock
 faults (partition, heal, loss, latency, clock) go through ``nemesis.shell.ShellNemesis`` over each node's
 Remote. Targets that the schedule left symbolic (``leader``, partitions aimed at the leader) are resolved
 when the fault is applied, from the interpreter's latest status observations.
@@ -20,7 +22,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.db import Deployment
+from harness.db import Deployment, fault_targets
+from harness.faults_in_effect import FaultsInEffect
 from harness.interpreter import ClusterView, FaultOutcome
 from nemesis.faults import (
     ClockBump,
@@ -49,7 +52,7 @@ log = logging.getLogger(__name__)
 PROCESS_FAULTS = (Kill, Start, PauseFault, Resume)
 
 
-class ClusterNemesis:
+class ClusterNemesis(FaultsInEffect):
     """Implements ``harness.interpreter.NemesisDriver`` with a DB adapter and the shell nemesis."""
 
     def __init__(
@@ -62,7 +65,9 @@ class ClusterNemesis:
         self.db = db
         self.deployment = deployment
         self.remotes = dict(remotes)
-        self.nodes = deployment.nodes
+        # The processes faults may hit: the data nodes, and what the DB runs "killable and partitionable
+        # like a node" (the fluvio controller). "leader" still resolves among the polled data nodes only.
+        self.nodes = fault_targets(db, deployment.nodes)
         self.shell = shell
         self.partitioned: str | None = None
         self.loss: str | None = None
@@ -114,15 +119,7 @@ class ClusterNemesis:
                 errors[node] = message.removeprefix(f"{node}: ")
             else:
                 done.append(node)
-        if isinstance(fault, Kill):
-            self.killed.update(done)
-            self.paused.difference_update(done)
-        elif isinstance(fault, Start):
-            self.killed.difference_update(done)
-        elif isinstance(fault, PauseFault):
-            self.paused.update(done)
-        else:
-            self.paused.difference_update(done)
+        self.settle_process_fault(fault, done)  # a node where the fault failed is as it was
         error = "; ".join(f"{node}: {why}" for node, why in errors.items()) or None
         return FaultOutcome(value={"nodes": done}, error=error)
 
@@ -149,30 +146,8 @@ class ClusterNemesis:
         elif isinstance(fault, ClockReset) and applied and fault.targets == "all":
             self.clock = None
 
-    def recovery_faults(self) -> list[Fault]:
-        """What is still in effect, undone in the order of ``nemesis.generator.FINAL_HEAL_ORDER``."""
-        faults: list[Fault] = []
-        if self.partitioned:
-            faults.append(Heal())
-        if self.loss:
-            faults.append(HealLoss())
-        if self.latency:
-            faults.append(HealLatency())
-        if self.paused:
-            faults.append(Resume(tuple(n for n in self.nodes if n in self.paused)))
-        if self.killed:
-            faults.append(Start(tuple(n for n in self.nodes if n in self.killed)))
-        if self.clock:
-            faults.append(ClockReset("all"))
-        return faults
-
-    def active(self) -> list[str]:
-        shown = [d for d in (self.partitioned, self.loss, self.latency, self.clock) if d]
-        if self.paused:
-            shown.append("paused " + ",".join(n for n in self.nodes if n in self.paused))
-        if self.killed:
-            shown.append("killed " + ",".join(n for n in self.nodes if n in self.killed))
-        return shown
+    def clock_shown(self) -> str | None:
+        return self.clock
 
 
 def heal_everything(remotes: Mapping[str, Remote], faketime: FakeTime | None) -> None:

@@ -32,7 +32,14 @@ from checkers.history import HistoryError, load_history, load_journals
 from checkers.registry import CHECKERS, CheckInput, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, combine, exit_code
 from harness import store
-from harness.db import Deployment, LogFiles, MissingCapability, check_capabilities
+from harness.db import (
+    Deployment,
+    MissingCapability,
+    check_capabilities,
+    collected_files,
+    fault_targets,
+    hosts_of,
+)
 from harness.db.cluster import PID_FILE, ClusterDB
 from harness.fault_driver import ClusterNemesis, heal_everything
 from harness.history import HistoryWriter
@@ -248,7 +255,9 @@ def generate_schedule(comp: Composition) -> tuple[ScheduledFault, ...]:
     if not comp.packages:
         return ()
     options = NemesisOptions(interval=comp.spec.nemesis_interval)
-    return generate_nemesis_schedule(comp.packages, comp.node_names, rng_for(comp.spec.seed, "nemesis"), comp.spec.time_limit, options)
+    # The nemesis picks from the DB's fault targets: the data nodes, and the fluvio controller in that mode.
+    targets = fault_targets(comp.db, comp.node_names)
+    return generate_nemesis_schedule(comp.packages, targets, rng_for(comp.spec.seed, "nemesis"), comp.spec.time_limit, options)
 
 
 # -- the lifecycle ---------------------------------------------------------------------------------------
@@ -276,7 +285,8 @@ def run(
     5. Interpret: clients, nemesis and status pollers for ``time_limit`` seconds, then the final phase
        (heal, resume, restart, wait for recovery, final reads), every event appended to ``history.jsonl``.
     6. Teardown, on every exit path, in this order: heal every network fault, resume every paused
-       process, collect each node's journal and logs into ``nodes/<node>/``, stop and wipe the DB,
+       process, collect each host's journals and logs (``nodes/<node>/``; a lease store's under
+       ``external-store/``), stop and wipe the DB on every host,
        remove the containers and the network. Ctrl-C during teardown is ignored (it would leave
        containers behind).
     7. Check: load the history and journals, run the workload's checkers (each through ``check_safe``),
@@ -285,7 +295,7 @@ def run(
     """
     # 1. Compose.
     comp = compose(spec)
-    engine = _preflight(spec, comp.node_names)
+    engine = _preflight(spec, hosts_of(comp.db, comp.node_names))
     stats = stats if stats is not None else RunStats()
     stats.phase = "deploying"
     started = time.monotonic()
@@ -320,21 +330,25 @@ def run(
             log.info("platform %s up with %d nodes in %.1f s", spec.platform, len(remotes), timings["platform_s"])
             # Where nodes reach each other may differ from where the controller reaches them (ssh).
             peer_host = getattr(platform, "peer_host", platform.address)
+            # Hosts: one per data node, plus the DB's extra hosts (the fluvio controller's sc).
+            hosts = hosts_of(comp.db, comp.node_names)
             deployment = Deployment(
                 nodes=comp.node_names,
-                peer_hosts={n: peer_host(n) for n in comp.node_names},
-                client_hosts={n: platform.address(n) for n in comp.node_names},
+                peer_hosts={n: peer_host(n) for n in hosts},
+                client_hosts={n: platform.address(n) for n in hosts},
+                extra_hosts=hosts[len(comp.node_names):],
             )
             test_doc["platform"] = {"kind": spec.platform, "run_id": getattr(platform, "run_id", None),
                                     "addresses": dict(deployment.client_hosts)}
             store.write_json(run_dir.test_json, test_doc)
             # Teardown steps run in the reverse order of registration.
             stack.callback(_teardown_step, teardown_errors, "stop and wipe the DB",
-                           lambda: _on_nodes(comp.node_names, lambda n: comp.db.teardown(deployment, n, remotes[n])))
+                           lambda: _on_nodes(deployment.hosts, lambda n: comp.db.teardown(deployment, n, remotes[n])))
             stack.callback(_teardown_step, teardown_errors, "collect journals and logs",
                            lambda: _collect(comp, deployment, remotes, run_dir))
             stack.callback(_teardown_step, teardown_errors, "resume paused processes",
-                           lambda: _on_nodes(comp.node_names, lambda n: _resume_quietly(comp, deployment, n, remotes[n])))
+                           lambda: _on_nodes(fault_targets(comp.db, comp.node_names),
+                                             lambda n: _resume_quietly(comp, deployment, n, remotes[n])))
             stack.callback(_teardown_step, teardown_errors, "heal the network",
                            lambda: _heal_network(comp, deployment, remotes))
             stack.callback(_ignore_interrupts_during_teardown)
@@ -345,9 +359,10 @@ def run(
                     _install_faketime(remotes[node], comp.faketime)
                 comp.db.setup(deployment, node, remotes[node])
 
-            _on_nodes(comp.node_names, deploy)
+            _on_nodes(deployment.hosts, deploy)
             timings["deployed_s"] = round(time.monotonic() - started, 3)
-            log.info("deployed %d nodes in %.1f s", len(comp.node_names), timings["deployed_s"])
+            log.info("deployed %d nodes on %d hosts in %.1f s", len(comp.node_names), len(deployment.hosts),
+                     timings["deployed_s"])
 
             # 5. Interpret.
             history = HistoryWriter(run_dir.history)
@@ -566,7 +581,8 @@ def _platform(spec: TestSpec, comp: Composition, engine: Any) -> Any:
         from harness.platforms.docker import DockerPlatform
         from harness.topology import topology
 
-        return DockerPlatform(topology(spec.nodes, image=spec.image), client=engine)
+        extra = hosts_of(comp.db, comp.node_names)[len(comp.node_names):]
+        return DockerPlatform(topology(spec.nodes, image=spec.image, extra_hosts=extra), client=engine)
     return engine  # ssh: the platform _preflight connected
 
 
@@ -614,19 +630,19 @@ def _install_faketime(remote: Any, faketime: FakeTime) -> None:
 
 
 def _collect(comp: Composition, deployment: Deployment, remotes: Mapping[str, Any], run_dir: store.RunDir) -> None:
-    """Copy each node's journal and logs into ``nodes/<node>/``; a missing file is logged, not fatal."""
-    if not isinstance(comp.db, LogFiles):
-        return
+    """Copy every host's journals and logs where the DB says (``nodes/<node>/``; a lease store's under
+    ``external-store/<member>/``); a missing file is logged, not fatal."""
 
-    def collect(node: str) -> None:
-        for remote_path, local_name in comp.db.log_files(deployment, node).items():
-            target = run_dir.node_dir(node) / local_name
+    def collect(host: str) -> None:
+        for remote_path, relative in collected_files(comp.db, deployment, host).items():
+            target = run_dir.path / relative
             try:
-                remotes[node].download(remote_path, target)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                remotes[host].download(remote_path, target)
             except Exception as exc:  # noqa: BLE001 - collect what exists
-                log.warning("could not collect %s from %s: %s", remote_path, node, exc)
+                log.warning("could not collect %s from %s: %s", remote_path, host, exc)
 
-    _on_nodes(comp.node_names, collect)
+    _on_nodes(deployment.hosts, collect)
 
 
 _previous_sigint: Any = None

@@ -6,7 +6,12 @@ generated from this module and must not be edited by hand: regenerate it with
 the generator differ. The docker platform takes node names and the image from a `Topology` too.
 
 Nodes are n1..nN; node ``n<i>`` has the address ``FIRST_HOST + i - 1`` inside the subnet (n1 = .11).
+*Extra hosts* run processes other than data nodes (the fluvio controller's host ``sc``, docs/db-adapter.md);
+they count down from ``FIRST_HOST - 1`` (sc = .10), so their addresses do not move with the node count.
 The network is internal (no route out of it); the host still reaches the nodes over TCP.
+
+docker-compose.yml declares the five nodes *and* ``sc``: the cluster a user brings up by hand can then
+serve every election mode over SSH (a hosts file naming n1..n5 and sc), at the cost of one idle container.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +28,8 @@ NETWORK = "chaos-net"
 SUBNET = "10.55.0.0/24"  # outside Docker's default address pools (172.17-31/16, 192.168/16)
 FIRST_HOST = 11
 NODE_COUNT = 5
+COMPOSE_EXTRA_HOSTS = ("sc",)
+"""Extra hosts docker-compose.yml declares: the fluvio controller's (``cluster.core.election.fluvio``)."""
 COMPOSE_FILE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
 
 
@@ -35,7 +43,8 @@ class NodeSpec:
 
 @dataclass(frozen=True)
 class Topology:
-    """N nodes with fixed addresses on one internal network, all running ``image``."""
+    """Hosts with fixed addresses on one internal network, all running ``image``: the data nodes n1..nN,
+    then any extra hosts (``nodes`` holds both; ``names`` lists both)."""
 
     nodes: tuple[NodeSpec, ...]
     network: str
@@ -54,9 +63,15 @@ class Topology:
 
 
 def topology(
-    count: int = NODE_COUNT, *, subnet: str = SUBNET, network: str = NETWORK, image: str = IMAGE
+    count: int = NODE_COUNT,
+    *,
+    subnet: str = SUBNET,
+    network: str = NETWORK,
+    image: str = IMAGE,
+    extra_hosts: Sequence[str] = (),
 ) -> Topology:
-    """The topology of ``count`` nodes n1..n<count> numbered from ``FIRST_HOST`` in ``subnet``."""
+    """The topology of ``count`` nodes n1..n<count> numbered from ``FIRST_HOST`` in ``subnet``, then the
+    ``extra_hosts`` numbered down from ``FIRST_HOST - 1``."""
     try:
         net = ipaddress.IPv4Network(subnet)
     except ValueError as error:
@@ -64,19 +79,32 @@ def topology(
     room = net.num_addresses - 1 - FIRST_HOST  # the broadcast address is not a host
     if not 1 <= count <= room:
         raise ValueError(f"a topology in {subnet} has 1 to {room} nodes, not {count}")
+    extra = tuple(extra_hosts)
+    if len(extra) >= FIRST_HOST - 1:  # .0 is the network, .1 the gateway
+        raise ValueError(f"a topology has at most {FIRST_HOST - 2} extra hosts, not {len(extra)}")
     nodes = tuple(NodeSpec(f"n{i}", str(net.network_address + FIRST_HOST + i - 1)) for i in range(1, count + 1))
+    clash = sorted({node.name for node in nodes} & set(extra)) or sorted({h for h in extra if extra.count(h) > 1})
+    if clash:
+        raise ValueError(f"extra host name(s) {', '.join(clash)} repeat a node or another extra host")
+    nodes += tuple(NodeSpec(name, str(net.network_address + FIRST_HOST - 1 - k)) for k, name in enumerate(extra))
     return Topology(nodes=nodes, network=network, subnet=str(net), image=image)
 
 
 DEFAULT_TOPOLOGY = topology()
+COMPOSE_TOPOLOGY = topology(extra_hosts=COMPOSE_EXTRA_HOSTS)
 
 
-def compose_file(top: Topology = DEFAULT_TOPOLOGY) -> str:
+def compose_file(top: Topology = COMPOSE_TOPOLOGY) -> str:
     """The text of docker-compose.yml for ``top`` (compose file format 2.4: docker-compose 1.29 and v2)."""
+    data = [name for name in top.names if name.startswith("n") and name[1:].isdigit()]
+    extra = [name for name in top.names if name not in data]
+    also = f" and the host{'s' if len(extra) > 1 else ''} {', '.join(extra)}" if extra else ""
     lines = [
-        f"# The {len(top.nodes)}-node cluster {top.names[0]}..{top.names[-1]}, to bring up by hand:",
+        f"# The {len(data)}-node cluster {data[0]}..{data[-1]}{also}, to bring up by hand:",
         "#   scripts/build-image.sh && docker-compose up -d     (or: docker compose up -d)",
         "# Each node is a plain host running sshd; the harness uploads and starts the system under test.",
+        *(["# sc runs the fluvio mode's controller (docs/election-fluvio.md); other modes leave it idle."]
+          if "sc" in extra else []),
         "# GENERATED from harness/topology.py by `python -m harness.topology --write`; edit that module,",
         "# not this file (tests/harness/test_topology.py fails when the two differ).",
         'version: "2.4"',

@@ -62,7 +62,7 @@ class NodeConfig:
         "doc": "lease mode: a lease not renewed for this long expires (seed 003's time to live)"})
 
     def __post_init__(self) -> None:
-        from cluster.core.election import ELECTIONS, EXTERNAL_STORE_ELECTIONS
+        from cluster.core.election import ELECTIONS
 
         if not isinstance(self.node_id, str) or not self.node_id:
             raise ValueError(f"node_id must be a non-empty string, got {self.node_id!r}")
@@ -74,9 +74,8 @@ class NodeConfig:
             raise ValueError(f"node {self.node_id!r} must not list itself among its peers")
         if len(set(self.peers)) != len(self.peers):
             raise ValueError(f"peer list has duplicates: {', '.join(self.peers)}")
-        if self.mode not in ELECTIONS and self.mode not in EXTERNAL_STORE_ELECTIONS:
-            raise ValueError(f"unknown mode {self.mode!r}; valid modes: "
-                             f"{', '.join([*ELECTIONS, *EXTERNAL_STORE_ELECTIONS])}")
+        if self.mode not in ELECTIONS:
+            raise ValueError(f"unknown mode {self.mode!r}; valid modes: {', '.join(ELECTIONS)}")
         object.__setattr__(self, "bugs", validate_bugs(_names(self.bugs), self.mode))
         if self.fsync not in FSYNC_POLICIES:
             raise ValueError(f"unknown fsync policy {self.fsync!r}; valid: {', '.join(FSYNC_POLICIES)}")

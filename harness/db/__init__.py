@@ -13,6 +13,8 @@ capability     methods                               needed by
 ``Status``     ``async status`` -> role/term/leader  leader targets, the leader timeline, recovery
 ``LogFiles``   ``log_files`` -> remote -> local      collecting journals and logs into the store
 ``ClockSkew``  ``faketime_control_file``             the ``clock`` nemesis (libfaketime)
+``Auxiliary``  ``extra_hosts``, ``fault_targets``,   processes besides the data nodes (see below)
+``Processes``  ``run_files``
 =============  ====================================  ==========================================
 
 Every method takes the :class:`Deployment` (the nodes and their addresses, known once the platform has
@@ -20,11 +22,20 @@ brought the nodes up), the node's name and, when it acts on the node, its ``Remo
 (``nemesis.remote``). Methods that act through a Remote are synchronous, since Remotes are: the
 interpreter runs them in a worker thread. ``status`` is a coroutine because it talks to the node
 directly. A method raises when it could not do what it says; the caller records the error.
+
+**Hosts, nodes and other processes.** A *data node* is a member the clients address (``Deployment.nodes``);
+each runs on a host of its own name. Some systems run processes besides their data nodes (the fluvio
+controller, a lease mode's external store group): the optional capability :class:`AuxiliaryProcesses`
+says which extra hosts the platform must bring up, which processes the nemesis may aim process faults at,
+and which files to collect where. ``setup`` and ``teardown`` act on a *host* (everything the system runs
+there); ``Process``, ``Pause`` and ``Status`` act on one *process*, named as the nemesis names it. The
+module functions :func:`hosts_of`, :func:`fault_targets` and :func:`collected_files` answer for any DB,
+with or without the capability.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -48,11 +59,23 @@ class Deployment:
     peer_hosts: Mapping[str, str]
     client_hosts: Mapping[str, str]
     options: Mapping[str, Any] = field(default_factory=dict)
+    extra_hosts: tuple[str, ...] = ()
+    """Hosts that run none of the data nodes (the fluvio controller's ``sc``); addressed like nodes."""
 
     def __post_init__(self) -> None:
-        missing = [n for n in self.nodes if n not in self.peer_hosts or n not in self.client_hosts]
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "extra_hosts", tuple(self.extra_hosts))
+        clash = sorted(set(self.nodes) & set(self.extra_hosts))
+        if clash:
+            raise ValueError(f"deployment names {', '.join(clash)} both as a data node and as an extra host")
+        missing = [n for n in self.hosts if n not in self.peer_hosts or n not in self.client_hosts]
         if missing:
             raise ValueError(f"deployment has no address for node(s) {', '.join(missing)}")
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every host of the deployment: one per data node (same name), then the extra hosts."""
+        return self.nodes + self.extra_hosts
 
 
 class NodeStartError(RuntimeError):
@@ -70,16 +93,16 @@ class StatusError(Exception):
 
 @runtime_checkable
 class DB(Protocol):
-    """The core of a DB adapter: install-and-start, and stop-and-wipe, on one node."""
+    """The core of a DB adapter: install-and-start, and stop-and-wipe, on one host."""
 
     name: str
 
     def setup(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """Install the system on ``node`` and start it; return once its process is up."""
+        """Install the system on host ``node`` and start what runs there; return once it is up."""
         ...
 
     def teardown(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """Stop the system on ``node`` (whatever state it is in) and wipe its data and logs."""
+        """Stop everything the system runs on host ``node`` (whatever its state); wipe data and logs."""
         ...
 
 
@@ -136,6 +159,50 @@ class ClockSkew(Protocol):
     def faketime_control_file(self, deployment: Deployment, node: str) -> str: ...
 
 
+@runtime_checkable
+class AuxiliaryProcesses(Protocol):
+    """The system runs processes besides its data nodes (a controller, an external store group).
+
+    ``extra_hosts(nodes)``: hosts the platform must bring up beyond one per data node (their names are
+    process names too: a host of its own, as the fluvio controller ``sc`` has). ``fault_targets(nodes)``:
+    the processes the nemesis picks its targets from, the data nodes first (``Process``, ``Pause`` and
+    ``Status`` accept each of them). ``run_files(deployment, host)``: every file to collect from one host,
+    remote path -> path relative to the run's directory (``nodes/<node>/journal.jsonl`` for what the
+    checkers read with the data nodes' journals, elsewhere for what they must not).
+    """
+
+    def extra_hosts(self, nodes: Sequence[str]) -> tuple[str, ...]: ...
+
+    def fault_targets(self, nodes: Sequence[str]) -> tuple[str, ...]: ...
+
+    def run_files(self, deployment: Deployment, host: str) -> Mapping[str, str]: ...
+
+
+def hosts_of(db: object, nodes: Sequence[str]) -> tuple[str, ...]:
+    """The hosts a deployment of ``db`` on ``nodes`` needs: one per data node, then the DB's extra hosts."""
+    extra = db.extra_hosts(nodes) if isinstance(db, AuxiliaryProcesses) else ()
+    return (*nodes, *extra)
+
+
+def fault_targets(db: object, nodes: Sequence[str]) -> tuple[str, ...]:
+    """The processes the nemesis picks from: the data nodes, plus what the DB declares killable and
+    partitionable like a node."""
+    return tuple(db.fault_targets(nodes)) if isinstance(db, AuxiliaryProcesses) else tuple(nodes)
+
+
+def collected_files(db: object, deployment: Deployment, host: str) -> dict[str, str]:
+    """Files to copy from ``host`` after a run: remote path -> path relative to the run's directory.
+
+    A DB with :class:`AuxiliaryProcesses` says it itself; otherwise its :class:`LogFiles` of the host's
+    node go under ``nodes/<host>/``.
+    """
+    if isinstance(db, AuxiliaryProcesses):
+        return dict(db.run_files(deployment, host))
+    if isinstance(db, LogFiles):
+        return {remote: f"nodes/{host}/{name}" for remote, name in db.log_files(deployment, host).items()}
+    return {}
+
+
 # Which capabilities each nemesis needs from the DB (partitions, packet loss and latency act on the
 # node's network through its shell, so they need none beyond what targeting the leader needs).
 NEMESIS_CAPABILITIES: dict[str, tuple[type, ...]] = {
@@ -150,6 +217,7 @@ CAPABILITY_METHODS: dict[type, str] = {
     Status: "status()",
     LogFiles: "log_files()",
     ClockSkew: "faketime_control_file()",
+    AuxiliaryProcesses: "extra_hosts(), fault_targets(), run_files()",
 }
 
 

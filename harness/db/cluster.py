@@ -1,22 +1,42 @@
 """The DB adapter for ``cluster``, the system under test that ships with the harness.
 
 Installation is Jepsen's: the controller packs the local ``cluster`` package into a tarball, uploads it to
-each node and unpacks it under :data:`INSTALL_DIR`; the node needs nothing but ``python3``. The node
-process is started in the background as
+each host and unpacks it under :data:`INSTALL_DIR`; the host needs nothing but ``python3``. A data node
+is started in the background as
 
     python3 -m cluster.node --id n1 --listen 0.0.0.0:7000 --peers n2=10.55.0.12:7000,...
         --data-dir /var/lib/chaos/data --mode blazingmq [--bug NAME ...] --pid-file /var/run/chaos/node.pid
 
 with its log in :data:`LOG_FILE` and its stdout/stderr (tracebacks, configuration errors) appended to
-:data:`CONSOLE_FILE`; signals go to the pid in :data:`PID_FILE` (stop: SIGTERM,
-kill: SIGKILL, pause: SIGSTOP, resume: SIGCONT). A pid counts as the node only while
-``/proc/<pid>/cmdline`` names ``cluster.node`` and the process is not a zombie, so a stale pid file or a
-recycled pid is never signalled. Under the ``clock`` nemesis the process runs under libfaketime with
-the environment of ``nemesis.shell.FakeTime`` (ENVIRONMENT.md's recipe); the nemesis installs the
-library and rewrites the control file.
+:data:`CONSOLE_FILE`; signals go to the pid in :data:`PID_FILE` (stop: SIGTERM, kill: SIGKILL, pause:
+SIGSTOP, resume: SIGCONT). A pid counts as the process only while ``/proc/<pid>/cmdline`` names
+``cluster.node`` with that process's ``--id`` and the process is not a zombie, so a stale pid file or a
+recycled pid is never signalled. Under the ``clock`` nemesis the process runs under libfaketime with the
+environment of ``nemesis.shell.FakeTime`` (ENVIRONMENT.md's recipe); the nemesis installs the library and
+rewrites the control file.
 
-The node writes its journal to ``<data-dir>/journal.jsonl``; :meth:`ClusterDB.log_files` names it and the
-log for collection. Teardown wipes the data, the log, the pid file and the installation.
+**Processes besides the data nodes** (issue 7; :class:`ClusterProcess` describes each one):
+
+* ``fluvio``: the controller (SC, id ``sc``, ``cluster.core.election.fluvio.CONTROLLER_ID``) runs with
+  ``--controller`` on a host of its own, ``sc``, laid out exactly like a data node's host (port, data
+  directory, pid file, log). Every SPU lists ``sc=<host>:7000`` among its ``--peers``. It is one more
+  fault target: kills, pauses, partitions and clock faults reach it as they reach a node.
+* ``lease``: the external store is a ``raft`` group ``s1..s3``; member ``sK`` is a second process on the
+  host of data node ``nK`` (with fewer than three data nodes, ``s<K>`` lives on ``n<(K-1) mod N + 1>``),
+  with its own port (:data:`STORE_PORT` + K - 1), data directory, pid file and logs; the data nodes get
+  ``--store s1=<host>:7100,...``. Store members move with their host under partitions (they share its
+  address, which is what iptables drops), but are never targets of kills, pauses or clock faults: the
+  store stands for the seed's external linearizable service (ZooKeeper, etcd), which the lease election
+  assumes available to a majority; killing it would test the ``raft`` mode (run on its own) rather than
+  the lease election, and a kill of ``nK`` aimed at the data node must not also take a store vote away.
+  They run without libfaketime (their raft timers read only the monotonic clock).
+
+Each process writes its journal to ``<its data dir>/journal.jsonl``. :meth:`ClusterDB.run_files` says where
+it is collected: data nodes and the SC under ``nodes/<id>/`` (the SC journals ``start``, ``decision`` and
+``stop`` events and no ``role`` or ``apply``, so the checkers read it with the nodes' journals unchanged),
+store members under ``external-store/<member>/`` (their ``role`` terms are the store's own and must not
+be mixed with the data group's). Teardown kills every process of the host and wipes data, logs, pid
+files and the installation.
 """
 
 from __future__ import annotations
@@ -26,10 +46,12 @@ import io
 import shlex
 import tarfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cluster.client import CONNECTION_REFUSED, Client
+from cluster.core.election.fluvio import CONTROLLER_ID
 from harness.db import Deployment, NodeStartError, StatusError
 
 if TYPE_CHECKING:
@@ -49,12 +71,54 @@ JOURNAL_FILE = f"{DATA_DIR}/journal.jsonl"
 LOG_TAIL_LINES = 20
 MODULE = "cluster.node"
 
-# A shell function that prints the node's pid if its process is alive and really the node (not a zombie,
-# not a recycled pid), and fails otherwise. Every command below starts with it.
-_NODE_PID = f"""node_pid() {{
-  pid=$(cat {PID_FILE} 2>/dev/null) || return 1
+STORE_MODE = "lease"
+"""The election mode whose data nodes elect through an external store group."""
+STORE_MEMBERS = ("s1", "s2", "s3")
+"""The lease mode's store group: a ``raft`` cluster of three (as harness/sim/world.py deploys it)."""
+STORE_PORT = 7100
+"""Store member ``sK`` listens on ``STORE_PORT + K - 1`` (distinct, so several can share a host)."""
+STORE_DATA_ROOT = "/var/lib/chaos/store"
+EXTERNAL_STORE = "external-store"
+"""Where a run keeps the store members' files: ``external-store/<member>/`` (harness/sim/run.py too)."""
+NODES_DIR = "nodes"
+
+NODE, CONTROLLER, STORE = "node", "controller", "store"
+
+
+@dataclass(frozen=True)
+class ClusterProcess:
+    """One process of a deployment: a data node, the fluvio controller or a lease store member.
+
+    ``host`` is the host it runs on (its Remote); ``collect_to`` the directory of the run its journal and
+    logs are copied to.
+    """
+
+    name: str
+    kind: str
+    host: str
+    port: int
+    data_dir: str
+    log_file: str
+    console_file: str
+    pid_file: str
+
+    @property
+    def journal_file(self) -> str:
+        return f"{self.data_dir}/journal.jsonl"
+
+    @property
+    def collect_to(self) -> str:
+        return f"{EXTERNAL_STORE if self.kind == STORE else NODES_DIR}/{self.name}"
+
+
+def _pid_function(process: ClusterProcess) -> str:
+    """A shell function ``node_pid`` that prints the process's pid if it is alive and really that process
+    (``cluster.node`` with its ``--id``; not a zombie, not a recycled pid), and fails otherwise. Every
+    command acting on a process starts with it."""
+    return f"""node_pid() {{
+  pid=$(cat {process.pid_file} 2>/dev/null) || return 1
   [ -n "$pid" ] && [ -r /proc/$pid/cmdline ] || return 1
-  tr '\\0' ' ' < /proc/$pid/cmdline | grep -q '{MODULE}' || return 1
+  case " $(tr '\\0' ' ' < /proc/$pid/cmdline)" in *' -m {MODULE} --id {process.name} '*) ;; *) return 1 ;; esac
   state=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
   case "$state" in Z*|'') return 1 ;; esac
   echo "$pid"
@@ -83,10 +147,13 @@ def package_tarball(package_dir: Path) -> bytes:
 
 
 class ClusterDB:
-    """``cluster`` on one node per host: DB + Process + Pause + Status + LogFiles (+ ClockSkew with
-    libfaketime). ``mode`` and ``bugs`` pass through to every node; ``node_args`` are extra options for
-    ``cluster.node`` (timings, fsync policy). With ``seed`` each node's RNG gets ``--seed`` derived from
-    it, so the nodes' random election waits repeat with the run's seed."""
+    """``cluster`` on one data node per host: DB + Process + Pause + Status + LogFiles + AuxiliaryProcesses
+    (+ ClockSkew with libfaketime). ``mode`` and ``bugs`` pass through to every data node and the fluvio
+    controller; ``node_args`` are extra options for their ``cluster.node`` (timings, fsync policy); a lease
+    store member gets neither (it is a correct ``raft`` group with default timings). With ``seed`` each
+    process's RNG gets ``--seed`` derived from it, so random election waits repeat with the run's seed.
+    Process-level methods (``start``, ``kill``, ``pause``, ``status``, ...) take a process name (``n1``,
+    ``sc``, ``s1``) and its *host's* Remote."""
 
     name = "cluster"
 
@@ -142,7 +209,7 @@ class ClusterDB:
         """Upload the package tarball and unpack it under :data:`INSTALL_DIR` (replacing any older copy)."""
         remote.write_file(TARBALL, self.tarball)
         remote.run(
-            f"set -e; mkdir -p {INSTALL_DIR} {DATA_DIR} {LOG_DIR} {RUN_DIR}; rm -rf {INSTALL_DIR}/cluster; "
+            f"set -e; mkdir -p {INSTALL_DIR} {LOG_DIR} {RUN_DIR}; rm -rf {INSTALL_DIR}/cluster; "
             f"tar -xzf {TARBALL} -C {INSTALL_DIR}; rm -f {TARBALL}; "
             f"{self.python} -c 'import sys; sys.exit(sys.version_info < (3, 11))' "
             f"|| {{ echo 'cluster needs python3 >= 3.11 on the node' >&2; exit 1; }}",
@@ -150,94 +217,173 @@ class ClusterDB:
         )
 
     def setup(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """Install on host ``node`` and start what runs there: a lease store member first (the data node
+        would only wait for it), then the data node or the controller."""
         self.install(deployment, node, remote)
-        self.start(deployment, node, remote)
+        for process in self.processes_on(deployment, node):
+            self.start(deployment, process.name, remote)
 
     def teardown(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """Kill the node (whatever its state) and wipe its data, log, pid file and installation."""
-        self.kill(deployment, node, remote)
+        """Kill every process of host ``node`` (whatever its state) and wipe their data, logs, pid files and
+        the installation. Raises after trying all of them if one could not be killed."""
+        failures: list[str] = []
+        for process in self.processes_on(deployment, node):
+            try:
+                self.kill(deployment, process.name, remote)
+            except Exception as exc:  # noqa: BLE001 - wipe the rest, then report
+                failures.append(f"{process.name}: {exc}")
         faketime = f"{self.faketime.directory} {self.faketime.library}" if self.faketime is not None else ""
         remote.run(
-            f"rm -rf {DATA_DIR} {LOG_DIR} {RUN_DIR} {INSTALL_DIR} {TARBALL} {faketime}",
+            f"rm -rf {DATA_DIR} {STORE_DATA_ROOT} {LOG_DIR} {RUN_DIR} {INSTALL_DIR} {TARBALL} {faketime}",
             timeout=self.command_timeout,
         )
+        if failures:
+            raise RuntimeError(f"{node}: could not kill {'; '.join(failures)}")
 
-    # -- the process ----------------------------------------------------------------------------------
+    # -- the processes of a deployment ----------------------------------------------------------------
+
+    def store_members(self) -> tuple[str, ...]:
+        """The lease mode's store group (:data:`STORE_MEMBERS`); none in other modes."""
+        return STORE_MEMBERS if self.mode == STORE_MODE else ()
+
+    def extra_hosts(self, nodes: Sequence[str]) -> tuple[str, ...]:
+        """Hosts beyond one per data node: the fluvio controller's own host ``sc``."""
+        return (CONTROLLER_ID,) if self.mode == "fluvio" else ()
+
+    def fault_targets(self, nodes: Sequence[str]) -> tuple[str, ...]:
+        """The processes the nemesis picks from: the data nodes and, in fluvio mode, the controller (issue
+        7: "killable and partitionable like a node"). Lease store members are not targets (module
+        docstring); partitions reach them through their hosts."""
+        return (*nodes, *self.extra_hosts(nodes))
+
+    def processes(self, deployment: Deployment) -> tuple[ClusterProcess, ...]:
+        """Every process of the deployment: data nodes, then the controller, then the store members."""
+        found = [self._node_process(node) for node in deployment.hosts]
+        nodes = deployment.nodes
+        for k, member in enumerate(self.store_members()):
+            found.append(ClusterProcess(
+                name=member, kind=STORE, host=nodes[k % len(nodes)], port=STORE_PORT + k,
+                data_dir=f"{STORE_DATA_ROOT}/{member}", log_file=f"{LOG_DIR}/{member}.log",
+                console_file=f"{LOG_DIR}/{member}.console.log", pid_file=f"{RUN_DIR}/{member}.pid",
+            ))
+        return tuple(found)
+
+    @staticmethod
+    def _node_process(name: str) -> ClusterProcess:
+        kind = CONTROLLER if name == CONTROLLER_ID else NODE
+        return ClusterProcess(name=name, kind=kind, host=name, port=PORT, data_dir=DATA_DIR, log_file=LOG_FILE,
+                              console_file=CONSOLE_FILE, pid_file=PID_FILE)
+
+    def process(self, deployment: Deployment, name: str) -> ClusterProcess:
+        """The process called ``name``; ``KeyError`` naming the deployment's processes otherwise."""
+        for process in self.processes(deployment):
+            if process.name == name:
+                return process
+        names = ", ".join(p.name for p in self.processes(deployment))
+        raise KeyError(f"no process {name!r} in this {self.mode} deployment; its processes: {names}")
+
+    def processes_on(self, deployment: Deployment, host: str) -> tuple[ClusterProcess, ...]:
+        """The processes of ``host`` in start order: store members first, then the node or controller."""
+        on_host = [p for p in self.processes(deployment) if p.host == host]
+        return tuple(sorted(on_host, key=lambda p: p.kind != STORE))
+
+    def _address(self, deployment: Deployment, process: ClusterProcess) -> str:
+        return f"{deployment.peer_hosts[process.host]}:{process.port}"
 
     def command(self, deployment: Deployment, node: str) -> list[str]:
-        """The node's argv (without the environment)."""
-        peers = ",".join(
-            f"{peer}={deployment.peer_hosts[peer]}:{PORT}" for peer in deployment.nodes if peer != node
-        )
+        """The argv of process ``node`` (a data node, ``sc`` or a store member), without the environment."""
+        process = self.process(deployment, node)
+        everyone = self.processes(deployment)
+        if process.kind == STORE:
+            group = [p for p in everyone if p.kind == STORE]
+            mode, bugs, extra = "raft", (), []  # the store is a correct raft group, with default timings
+        else:
+            group = [p for p in everyone if p.kind != STORE]
+            mode, bugs, extra = self.mode, self.bugs, list(self.node_args)
+        peers = ",".join(f"{p.name}={self._address(deployment, p)}" for p in group if p.name != node)
         argv = [
             self.python, "-m", MODULE,
             "--id", node,
-            "--listen", f"0.0.0.0:{PORT}",
+            "--listen", f"0.0.0.0:{process.port}",
             "--peers", peers,
-            "--data-dir", DATA_DIR,
-            "--mode", self.mode,
-            "--pid-file", PID_FILE,
-            "--log-file", LOG_FILE,
+            "--data-dir", process.data_dir,
+            "--mode", mode,
+            "--pid-file", process.pid_file,
+            "--log-file", process.log_file,
         ]
+        if process.kind == CONTROLLER:
+            argv.append("--controller")
+        stores = [p for p in everyone if p.kind == STORE]
+        if process.kind == NODE and stores:
+            argv += ["--store", ",".join(f"{p.name}={self._address(deployment, p)}" for p in stores)]
         if self.seed is not None:
-            argv += ["--seed", str(self.seed * 1000 + deployment.nodes.index(node))]
-        for bug in self.bugs:
+            argv += ["--seed", str(self.seed * 1000 + [p.name for p in everyone].index(node))]
+        for bug in bugs:
             argv += ["--bug", bug]
-        argv += list(self.node_args)
+        argv += extra
         return argv
 
-    def environment(self) -> dict[str, str]:
+    def environment(self, node: str | None = None) -> dict[str, str]:
+        """The environment of a process: libfaketime's (with the ``clock`` nemesis) for data nodes and the
+        controller, never for lease store members (``node`` names the process; None: a data node)."""
         env = {"PYTHONPATH": INSTALL_DIR, "PYTHONUNBUFFERED": "1"}
-        if self.faketime is not None:
+        if self.faketime is not None and node not in self.store_members():
             env.update(self.faketime.environment())
         return env
 
     def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """Start the node unless it runs; wait until it listens, or raise with the last lines of its log."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment().items())
+        """Start process ``node`` unless it runs; wait until it listens, or raise with the last lines of
+        its output. ``remote`` is its host's."""
+        process = self.process(deployment, node)
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment(node).items())
         argv = " ".join(shlex.quote(a) for a in self.command(deployment, node))
         started = remote.run(
-            _NODE_PID
+            _pid_function(process)
             + f"if node_pid >/dev/null; then echo running; exit 0; fi\n"
-            f"mkdir -p {DATA_DIR} {LOG_DIR} {RUN_DIR}\n"
-            f"rm -f {PID_FILE}\n"
-            f"echo \"=== $(date -u +%FT%TZ) starting {node}\" >> {CONSOLE_FILE}\n"
-            f"cd {INSTALL_DIR} && env -u FAKETIME {env} nohup {argv} >> {CONSOLE_FILE} 2>&1 < /dev/null &\n"
-            f"echo $! > {PID_FILE}.launch\n"
+            f"mkdir -p {process.data_dir} {LOG_DIR} {RUN_DIR}\n"
+            f"rm -f {process.pid_file}\n"
+            f"echo \"=== $(date -u +%FT%TZ) starting {node}\" >> {process.console_file}\n"
+            f"cd {INSTALL_DIR} && env -u FAKETIME {env} nohup {argv} >> {process.console_file} 2>&1 < /dev/null &\n"
+            f"echo $! > {process.pid_file}.launch\n"
             f"echo started",
             timeout=self.command_timeout,
         )
         if started.stdout.strip() == "running":
             return
+        wait = _WAIT_FOR_NODE.format(pid_file=process.pid_file, port=process.port, timeout=self.start_timeout)
         waited = remote.run(
-            f"{self.python} - <<'EOF'\n{_WAIT_FOR_NODE.format(pid_file=PID_FILE, port=PORT, timeout=self.start_timeout)}\nEOF",
+            f"{self.python} - <<'EOF'\n{wait}\nEOF",
             timeout=self.start_timeout + self.command_timeout,
             check=False,
         )
         if waited.exit_code != 0:
             reason = waited.stdout.strip() or waited.stderr.strip() or f"exit code {waited.exit_code}"
-            raise NodeStartError(f"{node}: the node did not start ({reason}); {self._log_tail(remote)}")
+            raise NodeStartError(f"{node}: the node did not start ({reason}); {self._log_tail(remote, process)}")
 
-    def _log_tail(self, remote: Remote) -> str:
+    def _log_tail(self, remote: Remote, process: ClusterProcess) -> str:
+        console = process.console_file
         try:
-            tail = remote.run(f"tail -n {LOG_TAIL_LINES} {CONSOLE_FILE}", timeout=self.command_timeout, check=False)
+            tail = remote.run(f"tail -n {LOG_TAIL_LINES} {console}", timeout=self.command_timeout, check=False)
         except Exception as exc:  # noqa: BLE001 - the tail is a courtesy; its absence must not hide the cause
-            return f"its output {CONSOLE_FILE} could not be read: {exc}"
-        return f"last lines of {CONSOLE_FILE}:\n{tail.stdout.rstrip() or '(empty)'}"
+            return f"its output {console} could not be read: {exc}"
+        return f"last lines of {console}:\n{tail.stdout.rstrip() or '(empty)'}"
 
     def is_running(self, deployment: Deployment, node: str, remote: Remote) -> bool:
-        result = remote.run(_NODE_PID + "node_pid", timeout=self.command_timeout, check=False)
+        process = self.process(deployment, node)
+        result = remote.run(_pid_function(process) + "node_pid", timeout=self.command_timeout, check=False)
         return result.exit_code == 0
 
-    def _signal(self, remote: Remote, signal: str, *, wait_gone: bool = False, missing_ok: bool) -> str:
-        """Send ``signal`` to the node; ``"sent"`` or ``"not running"`` (an error unless ``missing_ok``)."""
+    def _signal(
+        self, process: ClusterProcess, remote: Remote, signal: str, *, wait_gone: bool = False, missing_ok: bool
+    ) -> str:
+        """Send ``signal`` to the process; ``"sent"`` or ``"not running"`` (an error unless ``missing_ok``)."""
         wait = ""
         if wait_gone:
             steps = int(self.stop_timeout * 10)
             wait = f"i=0; while node_pid >/dev/null && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
             wait += "if node_pid >/dev/null; then echo 'still running' >&2; exit 3; fi\n"
         script = (
-            _NODE_PID
+            _pid_function(process)
             + "pid=$(node_pid) || { echo 'not running'; exit 0; }\n"
             + f"kill -{signal} \"$pid\"\n"
             + wait
@@ -246,37 +392,43 @@ class ClusterDB:
         result = remote.run(script, timeout=self.stop_timeout + self.command_timeout)
         outcome = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
         if outcome == "not running" and not missing_ok:
-            raise RuntimeError(f"{remote.name}: the node process is not running, so it cannot take SIG{signal}")
+            what = "node" if process.kind == NODE else f"{process.kind} {process.name}"
+            raise RuntimeError(f"{remote.name}: the {what} process is not running, so it cannot take SIG{signal}")
         return outcome
 
     def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """SIGKILL (a stopped process dies too) and wait until it is gone. A dead node stays dead."""
-        self._signal(remote, "KILL", wait_gone=True, missing_ok=True)
+        """SIGKILL (a stopped process dies too) and wait until it is gone. A dead process stays dead."""
+        self._signal(self.process(deployment, node), remote, "KILL", wait_gone=True, missing_ok=True)
 
     def stop(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """SIGTERM (after SIGCONT, so a paused node can act on it); SIGKILL if it outlives stop_timeout."""
-        self._signal(remote, "CONT", missing_ok=True)
+        """SIGTERM (after SIGCONT, so a paused process can act on it); SIGKILL if it outlives stop_timeout."""
+        process = self.process(deployment, node)
+        self._signal(process, remote, "CONT", missing_ok=True)
         try:
-            self._signal(remote, "TERM", wait_gone=True, missing_ok=True)
-        except Exception:  # noqa: BLE001 - a node that ignores SIGTERM is killed
+            self._signal(process, remote, "TERM", wait_gone=True, missing_ok=True)
+        except Exception:  # noqa: BLE001 - a process that ignores SIGTERM is killed
             self.kill(deployment, node, remote)
 
     def pause(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        self._signal(remote, "STOP", missing_ok=False)
+        self._signal(self.process(deployment, node), remote, "STOP", missing_ok=False)
 
     def resume(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        self._signal(remote, "CONT", missing_ok=False)
+        self._signal(self.process(deployment, node), remote, "CONT", missing_ok=False)
 
     # -- observation ----------------------------------------------------------------------------------
 
     def client_nodes(self, deployment: Deployment) -> dict[str, tuple[str, int]]:
-        """Where the controller's clients reach each node: ``cluster.client.Client``'s ``nodes``."""
+        """Where the controller's clients reach each data node (never the controller or the store):
+        ``cluster.client.Client``'s ``nodes``."""
         return {node: (deployment.client_hosts[node], PORT) for node in deployment.nodes}
 
     async def status(self, deployment: Deployment, node: str, timeout: float) -> dict[str, Any]:
-        """The node's own view through the client's ``status`` request (a fresh connection each time, so
-        a paused node's stuck connection never delays the next poll)."""
-        async with Client({node: (deployment.client_hosts[node], PORT)}, timeout=timeout) as client:
+        """The process's own view through the client's ``status`` request (a fresh connection each time, so
+        a paused process's stuck connection never delays the next poll). The controller answers
+        ``role: "controller"``; the run polls data nodes only."""
+        process = self.process(deployment, node)
+        address = (deployment.client_hosts[process.host], process.port)
+        async with Client({node: address}, timeout=timeout) as client:
             result = await client.status(node, timeout=timeout)
         if result.type == "ok" and isinstance(result.value, Mapping):
             return dict(result.value)
@@ -288,7 +440,19 @@ class ClusterDB:
         raise StatusError(reason or "no status", definite=result.type == "fail")
 
     def log_files(self, deployment: Deployment, node: str) -> dict[str, str]:
-        return {JOURNAL_FILE: "journal.jsonl", LOG_FILE: "node.log", CONSOLE_FILE: "console.log"}
+        """The files of process ``node``: remote path -> file name in its collection directory."""
+        process = self.process(deployment, node)
+        return {process.journal_file: "journal.jsonl", process.log_file: "node.log",
+                process.console_file: "console.log"}
+
+    def run_files(self, deployment: Deployment, host: str) -> dict[str, str]:
+        """Every file to collect from ``host``: remote path -> path relative to the run's directory
+        (``nodes/<id>/`` for data nodes and the controller, ``external-store/<member>/`` for the store)."""
+        return {
+            remote_path: f"{process.collect_to}/{name}"
+            for process in self.processes_on(deployment, host)
+            for remote_path, name in self.log_files(deployment, process.name).items()
+        }
 
     def faketime_control_file(self, deployment: Deployment, node: str) -> str:
         if self.faketime is None:

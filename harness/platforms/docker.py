@@ -7,6 +7,8 @@ internal: nodes have no route out, reach each other by node name (``n1``) over T
 reaches them at `DockerPlatform.address`. Containers get NET_ADMIN (iptables for partitions) and an
 init process (so a killed node process is reaped and never lingers as a zombie). The nodes only idle
 (sshd); installing and starting the system under test is the DB adapter's job, through the remotes.
+The topology's hosts are the data nodes and any extra hosts the DB adapter asks for (the fluvio
+controller's ``sc``): each is a container like the others, named and reachable by its host name.
 
 `DockerPlatform.close` removes everything of the run even when bring-up failed half-way, and is
 idempotent; use the platform as a context manager or register ``close`` on the run's ExitStack.

@@ -17,6 +17,10 @@ the nodes' packets carry). A ``[defaults]`` table holds what every node shares::
     port = 2222
     peer_host = "192.168.7.12"
 
+A run needs one machine per data node (``n1..nN``) and, in ``fluvio`` mode, one more for the controller,
+named ``sc`` in the hosts file; a ``lease`` run's store members share the machines of n1..n3 (the DB
+adapter, ``harness/db/cluster.py``, says what runs where).
+
 Security contract (that of `harness.remotes.ssh.SSHRemote`): key authentication only, and a host must
 present the key pinned for it; an unknown host key is rejected, never added. `SSHPlatform.from_hosts_file`
 checks everything that can be checked offline (the file, the key, a pin for every host) and
@@ -64,6 +68,7 @@ REQUIRED_COMMANDS = {
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+_DATA_NODE = re.compile(r"n[0-9]+")
 _PARALLEL_CONNECTIONS = 16
 
 
@@ -122,9 +127,12 @@ def load_hosts(path: str | PathLike[str], nodes: Sequence[str] | None = None) ->
     if nodes is not None:
         missing = [node for node in nodes if node not in table]
         if missing:
+            extra = [node for node in missing if not _DATA_NODE.fullmatch(node)]
+            why = (f"; {', '.join(extra)} is the machine of a process besides the data nodes (sc: the fluvio "
+                   "controller, docs/election-fluvio.md)") if extra else ""
             raise HostsFileError(
                 f"hosts file {where} has no node {', '.join(missing)} (it has {', '.join(table)}): add them, "
-                f"or run with --nodes {len(table)} if the file's nodes are n1..n{len(table)}"
+                f"or run with --nodes {len(table)} if the file's nodes are n1..n{len(table)}{why}"
             )
     base = source.resolve().parent
     hosts = tuple(

@@ -68,7 +68,7 @@ def test_what_the_db_can_take_passes() -> None:
     check_capabilities(KillableDB(), ["partition", "kill", "loss"])
     check_capabilities(MinimalDB(), ["partition", "loss", "latency"], leader_targets=False)
     assert capabilities(KillableDB()) == ["Process", "Status"]
-    assert capabilities(ClusterDB()) == ["Process", "Pause", "Status", "LogFiles", "ClockSkew"]
+    assert capabilities(ClusterDB()) == ["Process", "Pause", "Status", "LogFiles", "ClockSkew", "AuxiliaryProcesses"]
     check_capabilities(ClusterDB(), ["partition", "kill", "pause", "clock", "loss", "latency"])
 
 

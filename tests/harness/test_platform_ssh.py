@@ -153,6 +153,10 @@ def test_a_missing_file_and_missing_nodes_say_what_to_do(keys: Path) -> None:
     path = _hosts_file(keys, GOOD)
     with pytest.raises(HostsFileError, match=r"has no node n4, n5 \(it has n1, n2, n3\): add them, or run with --nodes 3"):
         load_hosts(path, ("n1", "n2", "n3", "n4", "n5"))
+    # A fluvio run also needs the controller's machine, and the message says what that host is for.
+    with pytest.raises(HostsFileError, match=r"has no node sc .*; sc is the machine of a process besides the data "
+                                             r"nodes \(sc: the fluvio controller"):
+        load_hosts(path, ("n1", "n2", "n3", "sc"))
 
 
 @pytest.fixture

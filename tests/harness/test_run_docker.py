@@ -18,7 +18,7 @@ from harness.platforms import docker as docker_platform
 from harness.platforms.docker import LABEL_RUN, DockerPlatform
 from harness.run import TestSpec, run
 from nemesis import grudge
-from nemesis.faults import Partition, Pause
+from nemesis.faults import Kill, Partition, Pause, Start
 from nemesis.generator import ScheduledFault
 from tests.harness.conftest import session_run_id
 
@@ -106,10 +106,18 @@ def test_a_short_chaos_run_is_stored_with_history_journals_and_a_verdict(docker_
     assert run_ids and _leftovers(docker_engine, run_ids[0]) == []
 
 
+# The teardown of every deployment shape: data nodes only, plus the fluvio controller on its own host
+# (paused when the crash comes), plus the lease store members beside n1..n3.
+CRASH_SHAPES = {"blazingmq": (NODES, ("n2",)), "fluvio": ((*NODES, "sc"), ("n2", "sc")), "lease": (NODES, ("n2",))}
+
+
+@pytest.mark.parametrize("mode", sorted(CRASH_SHAPES))
 def test_a_crash_mid_run_leaves_no_container_network_rule_or_paused_process(
-    docker_engine, run_ids, tmp_path, monkeypatch
+    docker_engine, run_ids, tmp_path, monkeypatch, mode
 ) -> None:
-    # The crash comes right after the chaos phase, while n1 is isolated and n2 is paused.
+    # The crash comes right after the chaos phase, while n1 is isolated and n2 (and the SC) are paused.
+    hosts, paused = CRASH_SHAPES[mode]
+
     async def crash(self) -> None:
         raise RuntimeError("injected crash")
 
@@ -118,32 +126,110 @@ def test_a_crash_mid_run_leaves_no_container_network_rule_or_paused_process(
     close = DockerPlatform.close
 
     def inspect_then_close(self: DockerPlatform) -> None:
-        # Teardown has healed and resumed by now; look before the containers go.
+        # Teardown has healed, resumed, collected and wiped by now; look before the containers go.
         for node, remote in self.remotes().items():
             rules = remote.run("iptables -w -S | grep -c CHAOS || true").stdout.strip()
             stopped = remote.run("ps -eo stat=,args= | grep '[c]luster.node' | grep -c '^T' || true").stdout.strip()
-            seen[node] = f"rules={rules} stopped={stopped}"
+            running = remote.run("pgrep -fc '[c]luster[.]node' || true").stdout.strip()
+            left = remote.run("ls -d /var/lib/chaos/data /var/lib/chaos/store /var/log/chaos /var/run/chaos "
+                              "/opt/chaos 2>/dev/null | wc -l").stdout.strip()
+            seen[node] = f"rules={rules} stopped={stopped} running={running} files={left}"
         close(self)
 
     monkeypatch.setattr(DockerPlatform, "close", inspect_then_close)
     schedule = [
-        ScheduledFault(1.0, "partition", Partition("isolate", grudge=grudge.isolate(NODES, "n1"))),
-        ScheduledFault(2.0, "pause", Pause(("n2",))),
+        ScheduledFault(1.0, "partition", Partition("isolate", grudge=grudge.isolate(hosts, "n1"))),
+        ScheduledFault(2.0, "pause", Pause(paused)),
     ]
-    spec = TestSpec(seed=5, nodes=5, nemesis=("partition", "pause"), time_limit=4.0, concurrency=3,
+    spec = TestSpec(seed=5, mode=mode, nodes=5, nemesis=("partition", "pause"), time_limit=4.0, concurrency=3,
                     store=str(tmp_path / "store"))
     result = run(spec, schedule=schedule)
 
     assert result.exit_code == 255 and result.error == "RuntimeError: injected crash"
     assert result.teardown_errors == []
-    assert seen == {node: "rules=0 stopped=0" for node in NODES}
+    assert seen == {node: "rules=0 stopped=0 running=0 files=0" for node in hosts}
     assert run_ids and _leftovers(docker_engine, run_ids[0]) == []
     # The partial run is stored and analysable.
     run_dir = result.run_dir
     history = load_history(run_dir / "history.jsonl")
     assert [op.f for op in history.nemesis] == ["partition", "pause"]
-    assert sorted(load_journals(run_dir / "nodes")) == list(NODES)
+    assert history.nemesis[-1].output == {"nodes": list(paused)}
+    assert sorted(load_journals(run_dir / "nodes")) == sorted(hosts)
+    store_members = sorted(p.name for p in (run_dir / "external-store").glob("*")) if mode == "lease" else []
+    assert store_members == (["s1", "s2", "s3"] if mode == "lease" else [])
     results = json.loads((run_dir / "results.json").read_text())
     assert results["valid"] == "unknown" and results["error"] == "RuntimeError: injected crash"
     assert json.loads((run_dir / "test.json").read_text())["timings"]["finished_s"] > 0
     assert run_module.store.find_run(tmp_path / "store").path == run_dir
+
+
+def _leader_claims(history) -> list[tuple[int, str, int]]:
+    """(history time, node, term) of every status observation in which a node said it leads."""
+    return [(op.ret, op.node, int(op.output["term"])) for op in history.ops
+            if op.f == "status" and op.type == "ok" and (op.output or {}).get("role") == "leader"]
+
+
+def _check_mode_run(result, nodes: tuple[str, ...]) -> tuple[object, dict]:
+    """What a short run of any mode must show: elected, replicated, the leader's kill survived, valid."""
+    assert result.error is None, result.error
+    assert result.teardown_errors == []
+    run_dir = result.run_dir
+    results = json.loads((run_dir / "results.json").read_text())
+    summaries = {name: verdict["summary"] for name, verdict in results["checkers"].items()}
+    assert results["valid"] is True, summaries
+    history = load_history(run_dir / "history.jsonl")
+    writes = [op for op in history.ops if op.f in ("write", "cas") and op.type == "ok"]
+    assert len(writes) > 20
+    journals = load_journals(run_dir / "nodes")
+    for node in nodes:  # every data node applied what was written: replicated
+        assert sum(e.event == "apply" and e.data["key"] is not None for e in journals[node]) > 20, node
+    kill = next(op for op in history.nemesis if op.f == "kill")
+    killed = kill.output["nodes"]
+    before = [(t, n, term) for t, n, term in _leader_claims(history) if t < kill.call]
+    after = [(t, n, term) for t, n, term in _leader_claims(history) if t > kill.ret]
+    assert before and killed == [before[-1][1]]  # the kill hit the leader
+    assert any(term > before[-1][2] for _, _, term in after)  # and a later term got a leader
+    return history, journals
+
+
+def test_a_fluvio_run_deploys_the_controller_and_survives_killing_the_leader_and_the_controller(
+    docker_engine, run_ids, tmp_path
+) -> None:
+    nodes = ("n1", "n2", "n3")
+    schedule = [
+        ScheduledFault(3.0, "kill", Kill("leader")),
+        ScheduledFault(6.0, "kill", Start("all")),
+        ScheduledFault(9.0, "kill", Kill(("sc",))),
+        ScheduledFault(12.0, "kill", Start("all")),
+        ScheduledFault(16.0, "kill", Start("all")),
+    ]
+    spec = TestSpec(seed=71, mode="fluvio", nodes=3, nemesis=("kill",), time_limit=16.0, concurrency=4,
+                    store=str(tmp_path / "store"))
+    result = run(spec, schedule=schedule)
+    history, journals = _check_mode_run(result, nodes)
+    assert [op.output for op in history.nemesis if op.f == "kill"][1] == {"nodes": ["sc"]}
+    assert sorted(journals) == [*nodes, "sc"]
+    assert sum(e.event == "start" for e in journals["sc"]) == 2  # the SC came back after its kill
+    assert any(e.event == "decision" for e in journals["sc"])
+    assert {op.node for op in history.ops if op.f == "status"} == set(nodes)  # the SC is never polled
+    assert run_ids and _leftovers(docker_engine, run_ids[0]) == []
+
+
+def test_a_lease_run_deploys_the_store_beside_the_nodes_and_survives_killing_the_leader(
+    docker_engine, run_ids, tmp_path
+) -> None:
+    nodes = ("n1", "n2", "n3")
+    schedule = [
+        ScheduledFault(3.0, "kill", Kill("leader")),
+        ScheduledFault(7.0, "kill", Start("all")),
+        ScheduledFault(14.0, "kill", Start("all")),
+    ]
+    spec = TestSpec(seed=72, mode="lease", nodes=3, nemesis=("kill",), time_limit=14.0, concurrency=4,
+                    store=str(tmp_path / "store"))
+    result = run(spec, schedule=schedule)
+    _, journals = _check_mode_run(result, nodes)
+    assert sorted(journals) == list(nodes)  # the store's journals stay out of nodes/
+    store = load_journals(result.run_dir / "external-store")
+    assert sorted(store) == ["s1", "s2", "s3"]
+    assert any(e.event == "role" and e.data["role"] == "leader" for events in store.values() for e in events)
+    assert run_ids and _leftovers(docker_engine, run_ids[0]) == []
