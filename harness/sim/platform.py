@@ -25,7 +25,9 @@ interpreter's, restated here for processes that are callbacks:
    at the leader and decide recovery, exactly as on the container platform.
 4. **Nemesis.** The schedule's entries before the time limit, each at its offset, applied to the world
    instantly and recorded as an invoke/completion pair whose completion says what was applied
-   (:class:`SimNemesis`, values shaped like ``nemesis.shell``'s).
+   (:class:`SimNemesis`, values shaped like ``nemesis.shell``'s). Faults reach the container runs'
+   fault targets: the data nodes and, in ``fluvio`` mode, the controller ``sc``; a lease store member
+   moves with its host under partitions and is never killed, paused or skewed.
 5. **Final phase.** At the time limit the workers stop taking operations (those in flight finish or time
    out); then the schedule's final heal phase and whatever is still in effect are undone; the platform
    waits (bounded by ``recovery_timeout``) for a leader that says it leads and that a majority names, in
@@ -48,10 +50,10 @@ from typing import Any
 
 from checkers.history import NEMESIS
 from cluster.core.errors import ERRORS
+from harness.faults_in_effect import FaultsInEffect
 from harness.history import HistoryWriter
 from harness.interpreter import (
     FINAL_GIVE_UP_AFTER,
-    READ_LIKE,
     STATUS_F,
     STATUS_FIELDS,
     ClusterView,
@@ -174,7 +176,7 @@ class _Call:
 
 
 @dataclass
-class SimNemesis:
+class SimNemesis(FaultsInEffect):
     """Applies ``nemesis.faults`` to the world; values shaped like ``nemesis.shell``'s outcomes.
 
     Leader-aimed targets are resolved from the pollers' observations (``ClusterView``), random specs
@@ -193,7 +195,10 @@ class SimNemesis:
 
     @property
     def nodes(self) -> tuple[str, ...]:
-        return self.world.ids
+        """What faults may hit: the world's fault targets (the data nodes, and the fluvio controller),
+        the container runs' ``harness.db.fault_targets``. ``leader`` still resolves among the polled data
+        nodes only; a grudge names targets, which are their hosts' names."""
+        return self.world.fault_targets
 
     def describe(self, fault: Fault) -> tuple[str, Any]:
         return fault.f, fault.value()
@@ -267,15 +272,9 @@ class SimNemesis:
         action = {Kill: world.kill, Start: world.start, Pause: world.pause, Resume: world.resume}[type(fault)]
         done = [node for node in targets if action(node)]
         untouched = [node for node in targets if node not in done]
-        if isinstance(fault, Kill):
-            self.killed.update(done)
-            self.paused.difference_update(done)
-        elif isinstance(fault, Start):
-            self.killed.difference_update(targets)
-        elif isinstance(fault, Pause):
-            self.paused.update(done)
-        else:
-            self.paused.difference_update(targets)
+        # A start or resume that changed nothing found the node running; a kill or pause that changed
+        # nothing found it down (or already paused).
+        self.settle_process_fault(fault, targets if isinstance(fault, Start | Resume) else done)
         value: dict[str, Any] = {"nodes": done}
         if untouched:
             # Not an error: killing a node that is down, starting one that runs, resuming one that is not
@@ -283,32 +282,8 @@ class SimNemesis:
             value["unchanged"] = untouched
         return FaultOutcome(value)
 
-    def recovery_faults(self) -> list[Fault]:
-        """What is still in effect, in ``nemesis.generator.FINAL_HEAL_ORDER``."""
-        faults: list[Fault] = []
-        if self.partitioned:
-            faults.append(Heal())
-        if self.loss:
-            faults.append(HealLoss())
-        if self.latency:
-            faults.append(HealLatency())
-        if self.paused:
-            faults.append(Resume(tuple(n for n in self.nodes if n in self.paused)))
-        if self.killed:
-            faults.append(Start(tuple(n for n in self.nodes if n in self.killed)))
-        if self.clock:
-            faults.append(ClockReset("all"))
-        return faults
-
-    def active(self) -> list[str]:
-        shown = [d for d in (self.partitioned, self.loss, self.latency) if d]
-        if self.clock:
-            shown.append("clock " + ",".join(n for n in self.nodes if n in self.clock))
-        if self.paused:
-            shown.append("paused " + ",".join(n for n in self.nodes if n in self.paused))
-        if self.killed:
-            shown.append("killed " + ",".join(n for n in self.nodes if n in self.killed))
-        return shown
+    def clock_shown(self) -> str | None:
+        return "clock " + ",".join(n for n in self.nodes if n in self.clock) if self.clock else None
 
 
 class SimPlatform:
@@ -488,10 +463,8 @@ class SimPlatform:
                 *, final: bool = False) -> None:
         """Invoke ``op`` as ``process`` (recorded now); ``on_done(completion)`` once it is recorded."""
         assert self.history is not None
-        if final:
-            self.history.invoke(process, op.f, op.key, op.value, node=op.node, final=True)
-        else:
-            self.history.invoke(process, op.f, op.key, op.value, node=op.node)
+        # ``final`` is written only on the final phase's invokes (the writer omits a None field).
+        self.history.invoke(process, op.f, op.key, op.value, node=op.node, final=final or None)
         self.stats.invoked += 1
         if self.stats.first_op_at is None:
             self.stats.first_op_at = self.clock()
@@ -590,14 +563,8 @@ class SimPlatform:
     def _record(self, process: int, op: Op, completion: Completion, on_done: Callable[[Completion], None]) -> None:
         """The completion line, as ``harness.interpreter.Interpreter._execute`` writes it."""
         assert self.history is not None
-        if op.f in READ_LIKE:
-            value = completion.value if completion.type == "ok" else None
-        elif completion.type == "ok" and completion.value is not None:
-            value = completion.value
-        else:
-            value = op.value
-        self.history.complete(process, completion.type, op.f, op.key, value, node=completion.node or op.node,
-                              lsn=completion.lsn, error=completion.error)
+        self.history.complete(process, completion.type, op.f, op.key, completion.recorded_value(op),
+                              node=completion.node or op.node, lsn=completion.lsn, error=completion.error)
         self.stats.completed[completion.type] += 1
         on_done(completion)
 

@@ -34,10 +34,10 @@ from checkers.history import HistoryError, load_history, load_journals
 from checkers.registry import CHECKERS, CheckInput, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, combine, exit_code
 from cluster.core import bugs as bugs_module
-from cluster.core import election
 from cluster.core.bugs import KNOWN_BUGS, KnownBug, validate_bugs
 from cluster.core.election import ELECTIONS
 from harness import store
+from harness.db.cluster import EXTERNAL_STORE, STORE
 from harness.run import ConfigError, rng_for
 from harness.sim.clock import NS, WALL_EPOCH
 from harness.sim.disk import FSYNC_POLICIES
@@ -58,8 +58,6 @@ SIM_NEMESES: tuple[str, ...] = ("partition", "kill", "pause", "clock", "loss", "
 DEFAULT_RATE = 2.0
 """Operations per second per client process in the simulator (see docs/simulation.md, "Speed")."""
 SCRATCH = ".sim-scratch"
-EXTERNAL_STORE = "external-store"
-"""``lease`` runs: the store members' journals, ``external-store/<member>/journal.jsonl``."""
 
 CHECKER_OF_BUG = {"committed-data durability": "durability"}
 """``KnownBug.caught_by`` names the property; this maps it to the checker's name in ``checkers.registry``
@@ -67,9 +65,9 @@ where the two differ."""
 
 
 def sim_modes() -> dict[str, Any]:
-    """The election modes the simulator runs: ``ELECTIONS``, and the modes that elect through an external
-    store (``lease``), whose store group the simulator deploys itself."""
-    return {**ELECTIONS, **getattr(election, "EXTERNAL_STORE_ELECTIONS", {})}
+    """The election modes the simulator runs: every mode of ``ELECTIONS`` (the simulator deploys the
+    fluvio controller and the lease mode's store group itself)."""
+    return dict(ELECTIONS)
 
 
 def sim_bugs() -> dict[str, KnownBug]:
@@ -220,11 +218,13 @@ def compose(spec: SimSpec) -> Composition:
 
 
 def seed_schedule(comp: Composition) -> tuple[ScheduledFault, ...]:
-    """The nemesis schedule the seed produces (``harness.run.generate_schedule``'s, for the same spec)."""
+    """The nemesis schedule the seed produces: ``harness.run.generate_schedule``'s for the same spec, drawn
+    from the same fault targets (``WorldConfig.fault_targets``, ``harness.db.fault_targets``: the data
+    nodes, and the fluvio controller in that mode)."""
     if not comp.packages:
         return ()
     spec = comp.spec
-    return generate_schedule(comp.packages, comp.world_config.node_ids, rng_for(spec.seed, "nemesis"),
+    return generate_schedule(comp.packages, comp.world_config.fault_targets, rng_for(spec.seed, "nemesis"),
                              spec.time_limit, NemesisOptions(interval=spec.nemesis_interval))
 
 
@@ -305,7 +305,7 @@ def simulate(
         # The store's members are another cluster: their journals stay out of nodes/, where the checkers
         # would read their terms and LSNs as the data cluster's.
         kind = world.nodes[process].kind
-        path = directory.journal(process) if kind != "store" else _store_journal(directory, process)
+        path = directory.journal(process) if kind != STORE else _store_journal(directory, process)
         lines = world.journal_lines(process)
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     digest = trace_digest(directory.path)

@@ -22,7 +22,11 @@ a fresh RNG for the new incarnation.
 process of its own host driven like a node; a ``lease`` cluster elects through an external store, a
 ``raft`` group ``s1..s3`` whose member ``sK`` shares node ``nK``'s host, so partitions between hosts cut
 store traffic too. A data node's ``Ready.requests`` travel to store members over the peer network and
-the replies come back through ``Node.store_reply``. The nemesis targets the data nodes only.
+the replies come back through ``Node.store_reply``. Which processes exist, on which host, and which the
+nemesis may target are the container runs' answers, taken from their DB adapter
+(``harness.db.cluster.ClusterDB.processes`` and ``harness.db.fault_targets``; :class:`WorldConfig`): the
+data nodes and the fluvio controller are fault targets, the store members are not (they stand for the
+seed's external linearizable service) but move with their host under partitions.
 
 **Clients** are not nodes: :meth:`World.client_send` hands a request to a node over a client link and
 calls back with the reply, or with ``connection-refused`` (the node was down: definite) or
@@ -40,13 +44,15 @@ import json
 import random
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from cluster.core.config import NodeConfig
 from cluster.core.controller import Controller, ControllerConfig, recover_controller
-from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.node import Node, Ready
 from cluster.core.storage import recover
+from harness.db import Deployment, fault_targets, hosts_of
+from harness.db.cluster import CONTROLLER, NODE, STORE, ClusterDB, ClusterProcess
 from harness.sim.clock import NS, NodeClock, to_ns
 from harness.sim.disk import SimDisk
 from harness.sim.network import NetworkOptions, SimNetwork
@@ -60,9 +66,6 @@ CALL = 4  # (function, argument, None)
 STORE_REQUEST = 5  # (store member, (data node, ref), request)
 STORE_REPLY = 6  # inbox only: (member, reply) waiting for a paused data node
 RETRANSMIT = 7  # (dst, src, (message, attempt, dst incarnation, src incarnation))
-
-STORE_NODES = 3
-"""Members of the external store of a ``lease`` cluster: ``s1..s3``, a ``raft`` group."""
 
 REFUSED = {"ok": False, "error": "connection-refused", "definite": True,
            "message": "the node is down: connection refused"}
@@ -110,19 +113,56 @@ class WorldConfig:
 
     @property
     def node_ids(self) -> tuple[str, ...]:
-        """The data nodes: the cluster's members, the ones clients and the nemesis address."""
+        """The data nodes: the cluster's members, the ones clients address (``harness run``'s names)."""
         return tuple(f"n{i}" for i in range(1, self.nodes + 1))
+
+    @cached_property
+    def db(self) -> ClusterDB:
+        """The container runs' DB adapter for this cluster: the one source of which processes a
+        deployment has, where each runs, and which ones the nemesis may target."""
+        return ClusterDB(self.mode)
+
+    @cached_property
+    def processes(self) -> tuple[ClusterProcess, ...]:
+        """Every process of the world as a container run deploys it (``ClusterDB.processes``): the data
+        nodes, the fluvio controller on a host of its own, the lease store members on the data nodes' hosts.
+        A simulated host's address is its name."""
+        hosts = hosts_of(self.db, self.node_ids)
+        addresses = {host: host for host in hosts}
+        deployment = Deployment(nodes=self.node_ids, peer_hosts=addresses, client_hosts=addresses,
+                                extra_hosts=hosts[len(self.node_ids):])
+        return self.db.processes(deployment)
 
     @property
     def store_ids(self) -> tuple[str, ...]:
-        """``lease`` mode: the external store's members (none otherwise)."""
-        return tuple(f"s{i}" for i in range(1, STORE_NODES + 1)) if self.mode == "lease" else ()
+        """``lease`` mode: the external store's members, ``s1..s3`` (none otherwise)."""
+        return tuple(p.name for p in self.processes if p.kind == STORE)
 
     @property
     def process_ids(self) -> tuple[str, ...]:
         """Every process of the world: the data nodes, the fluvio controller, the store's members."""
-        controller = (CONTROLLER_ID,) if self.mode == "fluvio" else ()
-        return self.node_ids + controller + self.store_ids
+        return tuple(p.name for p in self.processes)
+
+    @property
+    def fault_targets(self) -> tuple[str, ...]:
+        """The processes the nemesis picks its targets from, as in container runs
+        (``harness.db.fault_targets``): the data nodes and, in ``fluvio`` mode, the controller ``sc``
+        (killed, restarted, paused, clock-skewed and partitioned like a node). Store members are never
+        targets; partitions reach them through their hosts. Every target's host has the target's name, so
+        a grudge over targets is a grudge over hosts."""
+        return fault_targets(self.db, self.node_ids)
+
+    def host_of(self, process: str) -> str:
+        """The host a process runs on: store member ``sK`` shares node ``nK``'s host (with fewer than
+        three nodes, ``n((K-1) mod N + 1)``'s), so a partition of the data nodes cuts the store the same
+        way; the controller has a host of its own."""
+        return self._process(process).host
+
+    def _process(self, name: str) -> ClusterProcess:
+        for process in self.processes:
+            if process.name == name:
+                return process
+        raise KeyError(f"no process {name!r} in this {self.mode} world; its processes: {', '.join(self.process_ids)}")
 
     def node_config(self, node_id: str) -> NodeConfig:
         """The core configuration of one data node or store member (``ValueError`` with one line if bad)."""
@@ -140,14 +180,6 @@ class WorldConfig:
         return ControllerConfig(spus=self.node_ids, bugs=frozenset(self.bugs),
                                 heartbeat_interval=spu.heartbeat_interval, missed_heartbeats=spu.missed_heartbeats)
 
-    def host_of(self, process: str) -> str:
-        """The host a process runs on: store member ``sK`` shares node ``nK``'s host (so a partition of
-        the data nodes cuts the store the same way); the controller has a host of its own."""
-        if process in self.store_ids:
-            candidate = "n" + process[1:]
-            return candidate if candidate in self.node_ids else process
-        return process
-
 
 class SimNode:
     """One process as the world sees it (a data node, the fluvio controller or a store member): its core
@@ -159,7 +191,7 @@ class SimNode:
     def __init__(self, node_id: str, kind: str, host: str, config: NodeConfig | ControllerConfig, clock: NodeClock,
                  disk: SimDisk) -> None:
         self.id = node_id
-        self.kind = kind  # "node", "controller" or "store"
+        self.kind = kind  # NODE, CONTROLLER or STORE (``harness.db.cluster``'s kinds)
         self.host = host
         self.config = config
         self.clock = clock
@@ -187,6 +219,7 @@ class World:
         self.manual = manual
         self.ids = config.node_ids
         self.process_ids = config.process_ids
+        self.fault_targets = config.fault_targets
         self.now = 0  # true time, ns
         self._queue: list[tuple[int, int, int, Any, Any, Any]] = []
         self._seq = 0
@@ -196,16 +229,13 @@ class World:
                                   client_rng=random.Random(f"{seed}/sim-clients"))
         clocks = random.Random(f"{seed}/sim-clocks")
         self.nodes: dict[str, SimNode] = {}
-        for node_id in self.process_ids:
+        for process in config.processes:
             drift = clocks.uniform(-config.max_drift, config.max_drift)
             offset = round(clocks.uniform(-config.max_initial_offset, config.max_initial_offset), 6)
-            if node_id == CONTROLLER_ID:
-                kind, node_config = "controller", config.controller_config()
-            else:
-                kind = "store" if node_id in config.store_ids else "node"
-                node_config = config.node_config(node_id)
-            self.nodes[node_id] = SimNode(node_id, kind, config.host_of(node_id), node_config,
-                                          NodeClock(drift, offset), SimDisk(config.fsync))
+            node_config = (config.controller_config() if process.kind == CONTROLLER
+                           else config.node_config(process.name))
+            self.nodes[process.name] = SimNode(process.name, process.kind, process.host, node_config,
+                                               NodeClock(drift, offset), SimDisk(config.fsync))
         if config.fsync == "never":
             for node_id in self.process_ids:
                 phase = to_ns(clocks.uniform(0, config.writeback_interval))
@@ -395,7 +425,7 @@ class World:
         node.up, node.paused, node.tick_at = True, False, None
         clock, now = node.clock, self.now
         rng = random.Random(f"{self.seed}/{node_id}/{node.incarnation}")
-        if node.kind == "controller":
+        if node.kind == CONTROLLER:
             state = recover_controller(node.disk.durable_records(copy=True), self.ids)
             node.core = Controller(node.config, state, clock.mono(now), clock.wall(now), rng)
         else:
@@ -560,7 +590,7 @@ class World:
     def leader(self) -> str | None:
         """The running data node that leads the highest term, if any (omniscient: tests and benchmarks)."""
         found = [(n.core.term, n.id) for n in self.nodes.values()
-                 if n.kind == "node" and n.up and n.core.role == "leader"]
+                 if n.kind == NODE and n.up and n.core.role == "leader"]
         return max(found)[1] if found else None
 
     def journal_lines(self, node_id: str) -> list[str]:
