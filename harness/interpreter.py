@@ -20,8 +20,9 @@ When the time limit is reached the workers stop taking new operations (those in 
 out), the nemesis stops after its current fault, and the *final phase* runs: the nemesis applies the
 schedule's final heal phase (its entries at the time limit) and then whatever its driver still sees in
 effect (heal partitions, reset clocks, resume paused processes, restart killed ones), the interpreter
-waits for recovery (a leader that a majority of nodes acknowledges), then each node receives the
-workload's final operations (register: a read of every key; queue: a drain), recorded like any other.
+waits for recovery (after the heal, a leader that says it leads and that a majority acknowledges), then
+each node receives the workload's final operations (register: a read of every key; queue: a drain),
+recorded like any other.
 
 Process ids: workers start as ``0 .. concurrency-1``, pollers take the next ``len(nodes)`` ids, and
 every replacement process takes the next unused id after those.
@@ -78,6 +79,16 @@ class Completion:
             lsn=data.get("lsn"),
             error=data.get("error"),
         )
+
+    def recorded_value(self, op: Op) -> Any:
+        """The ``value`` of ``op``'s completion line (FORMATS.md): a read-like operation carries what it
+        observed when ok (possibly null), else null; any other operation repeats what was asked, unless it
+        ended ok with a value of its own from the node."""
+        if op.f in READ_LIKE:
+            return self.value if self.type == "ok" else None
+        if self.type == "ok" and self.value is not None:
+            return self.value
+        return op.value
 
 
 class Workload(Protocol):
@@ -166,21 +177,24 @@ class ClusterView:
     def observe(self, node: str, status: Mapping[str, Any] | None, error: str | None = None) -> None:
         self.observations[node] = NodeObservation(self._clock(), status, error)
 
-    def fresh(self) -> dict[str, Mapping[str, Any]]:
-        """Status of every node that answered within ``stale_after`` seconds."""
+    def fresh(self, since: float | None = None) -> dict[str, Mapping[str, Any]]:
+        """Status of every node that answered within ``stale_after`` seconds (and at or after ``since``)."""
         now = self._clock()
         return {
             node: obs.status
             for node, obs in self.observations.items()
-            if obs.status is not None and now - obs.at <= self.stale_after
+            if obs.status is not None
+            and now - obs.at <= self.stale_after
+            and (since is None or obs.at >= since)
         }
 
-    def leader(self) -> tuple[str | None, int | None]:
+    def leader(self, since: float | None = None) -> tuple[str | None, int | None]:
         """The node that claims leadership in the highest term among fresh observations, and that term.
 
         If no node claims it, the leader most fresh followers name in their highest term.
+        ``since``: only observations made at or after that time count.
         """
-        fresh = self.fresh()
+        fresh = self.fresh(since)
         claims = [
             (int(s.get("term") or 0), node) for node, s in fresh.items() if s.get("role") == "leader"
         ]
@@ -194,14 +208,24 @@ class ClusterView:
             return votes.most_common(1)[0][0], top
         return None, max((int(s.get("term") or 0) for s in fresh.values()), default=None)
 
-    def recovered(self) -> bool:
-        """A leader is known and a majority of nodes, freshly observed, name it in its term."""
-        leader, term = self.leader()
-        if leader is None:
+    def recovered(self, since: float | None = None) -> bool:
+        """The cluster can serve the final operations: a leader that, freshly observed, says itself that it
+        leads, and a majority of nodes (the leader included), freshly observed, name it in its term.
+
+        The leader's own word is required because followers keep naming a leader for a few heartbeats
+        after it stepped down (its quorum timed out while it was cut off): final reads sent then all fail
+        ``not-leader``, and a durability check over failed final reads cannot tell a lost write from an
+        unreachable one. ``since`` (the time of the final heal): only what was observed afterwards counts,
+        because an observation from before the heal may name a leader the heal is about to depose. The
+        simulator applies the same rule (docs/simulation.md).
+        """
+        leader, term = self.leader(since)
+        fresh = self.fresh(since)
+        if leader is None or (fresh.get(leader) or {}).get("role") != "leader":
             return False
         agreeing = sum(
             1
-            for node, s in self.fresh().items()
+            for node, s in fresh.items()
             if (s.get("leader") == leader or (node == leader and s.get("role") == "leader"))
             and int(s.get("term") or 0) == term
         )
@@ -409,10 +433,8 @@ class Interpreter:
 
         Final-phase invokes carry ``"final": true``, which the durability checker reads.
         """
-        if final:
-            self.history.invoke(process, op.f, op.key, op.value, node=op.node, final=True)
-        else:
-            self.history.invoke(process, op.f, op.key, op.value, node=op.node)
+        # ``final`` is written only on the final phase's invokes (the writer omits a None field).
+        self.history.invoke(process, op.f, op.key, op.value, node=op.node, final=final or None)
         self.stats.invoked += 1
         if self.stats.first_op_at is None:
             self.stats.first_op_at = self.clock()
@@ -425,20 +447,12 @@ class Interpreter:
             raise
         except Exception as exc:  # noqa: BLE001 - an unexpected client failure is indeterminate
             completion = Completion("info", node=op.node, error=f"client raised {type(exc).__name__}: {exc}")
-        # A completion repeats what was asked (FORMATS.md), except that an ok read-like operation
-        # carries what it observed, possibly null.
-        if op.f in READ_LIKE:
-            value = completion.value if completion.type == "ok" else None
-        elif completion.type == "ok" and completion.value is not None:
-            value = completion.value
-        else:
-            value = op.value
         self.history.complete(
             process,
             completion.type,
             op.f,
             op.key,
-            value,
+            completion.recorded_value(op),
             node=completion.node or op.node,
             lsn=completion.lsn,
             error=completion.error,
@@ -529,7 +543,8 @@ class Interpreter:
 
     async def _recover(self) -> None:
         """The schedule's final heal phase, then whatever the driver still sees in effect (a heal that
-        failed, a fault the schedule does not heal); then wait, bounded, for a leader a majority names."""
+        failed, a fault the schedule does not heal); then wait, bounded, until the pollers see, after the
+        heal, a leader that says it leads and that a majority names (:meth:`ClusterView.recovered`)."""
         if self.nemesis is not None:
             for entry in self.schedule:
                 if entry.at >= self.config.time_limit:
@@ -539,10 +554,12 @@ class Interpreter:
         if self.status is None:
             self.stats.recovered = None
             return
+        healed_at = self.clock()
         deadline = self.elapsed() + self.config.recovery_timeout
-        while not self.view.recovered():
+        while not self.view.recovered(since=healed_at):
             if self.elapsed() >= deadline:
-                log.warning("no leader acknowledged by a majority within %.0f s", self.config.recovery_timeout)
+                log.warning("no leader confirmed by itself and a majority after the heal within %.0f s",
+                            self.config.recovery_timeout)
                 self.stats.recovered = False
                 return
             await asyncio.sleep(min(self.config.status_interval / 4, max(deadline - self.elapsed(), 0.0)))

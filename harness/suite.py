@@ -17,22 +17,28 @@ A suite file is TOML::
     expect = "valid"                   # or "invalid": a known bug the checkers must catch
 
 Run options, in ``[suite]`` or per ``[[matrix]]``: ``time_limit``, ``nodes``, ``concurrency``, ``rate``,
-``op_timeout``, ``nemesis_interval``, ``platform``, ``hosts``. An unknown key or a bad value is one
-sentence naming the file, the table and the key (exit 254), before any run starts: every expanded run
-is composed by the controller first, so a bug that does not apply to a mode fails here, not at 3 a.m.
+``op_timeout``, ``nemesis_interval``, ``platform`` (``docker``, ``ssh``, or ``sim``: the deterministic
+simulator, ``harness simulate``), ``hosts``, ``core`` (a table of ``NodeConfig`` overrides for every
+node, e.g. ``core = {scouting = false}``: ``--core-option`` on real nodes, the simulator's ``core``).
+An unknown key or a bad value is one sentence naming the file, the table and the key (exit 254), before
+any run starts: every expanded run is composed by the controller (or the simulator) first, so a bug that
+does not apply to a mode fails here, not at 3 a.m.
 
 :func:`run_suite` runs the cases one after another through :func:`run_case` (the one place that calls
-the controller), continues after failures, analyses every stored run in one Spark job, and writes into
-``store/suites/<name>/<YYYYMMDDTHHMMSS>/``: ``suite.json`` (the cases and their outcomes, updated after
-each run), ``junit.xml`` (one test case per run) and ``summary.json``. Exit code: 1 if a run is invalid
+the controller, or the simulator for ``platform = "sim"``), continues after failures, analyses every
+stored run in one Spark job, and writes into ``store/suites/<name>/<YYYYMMDDTHHMMSS>/``: ``suite.json``
+(the cases and their outcomes, updated after each run), ``junit.xml`` (one test case per run) and
+``summary.json`` (docs/analysis.md describes the layout as a contract). Exit code: 1 if a run is invalid
 that was expected valid, or a known bug was missed; else 2 if a run is unknown or crashed; else 0.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
+import shlex
 import socket
 import time
 import tomllib
@@ -61,7 +67,11 @@ RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "nemesis_interval": (int, float),
     "platform": str,
     "hosts": str,
+    "core": dict,
 }
+PLATFORM_SIM = "sim"
+RUN_CHECK_TIMEOUT = 10.0
+"""Seconds each container run's own linearizability check may take inside a suite (Spark judges)."""
 MATRIX_KEYS = ("modes", "workloads", "nemeses", "bugs", "seeds", "repetitions", "expect", "name")
 DEFAULT_TIME_LIMIT = 60.0
 JUNIT = "junit.xml"
@@ -93,7 +103,11 @@ class Case:
         """The JUnit test case name: unique within the suite."""
         nemesis = ",".join(self.nemesis) or "none"
         bugs = ",".join(self.bugs) or "none"
-        return f"{self.mode} {self.workload} nemesis={nemesis} bugs={bugs} seed={self.seed} rep={self.repetition}"
+        where = f" platform={self.options['platform']}" if self.options.get("platform") else ""
+        return (
+            f"{self.mode} {self.workload} nemesis={nemesis} bugs={bugs} seed={self.seed} rep={self.repetition}"
+            + where
+        )
 
     @property
     def classname(self) -> str:
@@ -157,6 +171,13 @@ def _check_keys(path: Path, table: str, data: Mapping[str, Any], allowed: Iterab
 
 def _option(path: Path, table: str, key: str, value: Any) -> Any:
     expected = RUN_OPTIONS[key]
+    if expected is dict:
+        if not isinstance(value, dict) or not value:
+            raise SuiteError(
+                f"{_where(path, table)}: {key} must be a table of node settings like "
+                f"{{scouting = false}}, not {value!r}"
+            )
+        return dict(sorted(value.items()))
     if isinstance(value, bool) or not isinstance(value, expected):
         kind = "a string" if expected is str else "a whole number" if expected is int else "a number"
         raise SuiteError(f"{_where(path, table)}: {key} must be {kind}, not {value!r}")
@@ -426,10 +447,12 @@ def load_suite(
 
 
 def test_spec(case: Case, store: str) -> Any:
-    """The controller's ``TestSpec`` for a case."""
-    from harness.run import TestSpec
+    """The controller's ``TestSpec`` for a case, or the simulator's ``SimSpec`` for ``platform = "sim"``.
 
-    return TestSpec(
+    ``core`` settings reach real nodes as ``--core-option NAME=JSON`` (``cluster.node``)."""
+    options = dict(case.options)
+    core = options.pop("core", {})
+    common = dict(
         seed=case.seed,
         mode=case.mode,
         workload=case.workload,
@@ -437,15 +460,43 @@ def test_spec(case: Case, store: str) -> Any:
         bugs=case.bugs,
         time_limit=case.time_limit,
         store=store,
-        **dict(case.options),
     )
+    if options.get("platform") == PLATFORM_SIM:
+        from harness.sim.run import SimSpec
+
+        options.pop("platform")
+        if options.pop("hosts", None) is not None:
+            raise ValueError("the sim platform takes no hosts file")
+        return SimSpec(**common, **options, core=core)
+    from harness.run import TestSpec
+
+    node_args = tuple(arg for name, value in core.items() for arg in ("--core-option", f"{name}={json.dumps(value)}"))
+    # The suite's verdicts come from its one Spark analysis (with the suite's key_timeout); the checks
+    # `harness run` makes on its own only give each run a results.json until then, so they get a short
+    # budget instead of two minutes of a linearizability search that Spark repeats anyway.
+    return TestSpec(**common, **options, node_args=node_args, check_timeout=RUN_CHECK_TIMEOUT)
+
+
+def reproduce_command(spec: Any, run_dir: Path | None) -> str:
+    """The command that runs a case again: ``harness run ...``, or, for a case with ``node_args`` (which
+    ``harness run`` has no option for), ``harness reproduce`` of its stored run, which replays the
+    stored spec and schedule, node options included."""
+    if getattr(spec, "node_args", ()) and run_dir is not None:
+        return shlex.join(["harness", "reproduce", str(run_dir)])
+    return spec.command()
 
 
 def compose_case(case: Case, store: str) -> None:
     """Compose a case with the controller (names, bugs per mode, capabilities); raises ``ValueError``."""
+    spec = test_spec(case, store)
+    if case.options.get("platform") == PLATFORM_SIM:
+        from harness.sim.run import compose as compose_sim
+
+        compose_sim(spec)
+        return
     from harness.run import compose
 
-    compose(test_spec(case, store))
+    compose(spec)
 
 
 def run_case(case: Case, store: str) -> CaseRun:
@@ -455,11 +506,12 @@ def run_case(case: Case, store: str) -> CaseRun:
     the suite goes on with the next case.
     """
     from harness.run import run
+    from harness.sim.run import simulate_stored
 
     started = time.monotonic()
     spec = test_spec(case, store)
     try:
-        result = run(spec)
+        result = simulate_stored(spec) if case.options.get("platform") == PLATFORM_SIM else run(spec)
     except Exception as exc:  # noqa: BLE001 - one broken run must not end the night
         return CaseRun(
             run_dir=None,
@@ -469,8 +521,8 @@ def run_case(case: Case, store: str) -> CaseRun:
         )
     return CaseRun(
         run_dir=result.run_dir,
-        command=spec.command(),
-        error=result.error,
+        command=reproduce_command(spec, result.run_dir),
+        error=getattr(result, "error", None) or (result.results or {}).get("error"),
         seconds=time.monotonic() - started,
     )
 

@@ -11,19 +11,31 @@ outcomes into ok / fail (definite) / info (indefinite) and follows redirects; th
 * a ``confirm`` op without a GUID confirms the message this process consumed last from that queue (the
   generator cannot know it, ``workloads.queue``); with nothing to confirm it ends ``fail`` with error
   ``nothing-to-confirm``, and its completion's value is the GUID it confirmed;
-* a ``put`` op's value ``{"guid", "value"}`` is sent as the cluster's ``value`` and ``guid`` fields;
+* a ``put`` op's value ``{"guid", "value"}`` is sent as the cluster's ``value`` and ``guid`` fields, and
+  an attempt that ends indefinite (no answer within ``put_attempt_timeout``, a lost connection,
+  ``leadership-lost``) is re-sent with the same GUID while the operation's deadline allows, as a
+  BlazingMQ producer does (seed 004: the broker de-duplicates re-sent PUTs by GUID), also after a re-send
+  failed definitely. One op, one completion: ``ok`` if an attempt was acknowledged; once an attempt was
+  indefinite, a definite failure of a re-send cannot say that the earlier one did not happen, so without
+  an acknowledgement the completion stays ``info`` (the first indefinite outcome). This is what
+  makes the ``no-dedup`` bug visible (the simulator's producers do the same, docs/simulation.md);
 * a ``local`` read is sent with ``local=True``: the op's node answers it itself, never a redirect.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from cluster.client import Client, Result
+from cluster.client import DEFAULT_TIMEOUT, Client, Result
 from workloads.ops import Op
 
 NOTHING_TO_CONFIRM = "nothing-to-confirm"
+PUT_ATTEMPT_TIMEOUT = 1.0
+"""Seconds one ``put`` attempt may go unanswered before it is re-sent with the same GUID."""
+PUT_RETRY_BACKOFF = 0.05
+"""Seconds between an indefinite ``put`` attempt and its re-send."""
 
 
 def completion_of(result: Result, f: str) -> dict[str, Any]:
@@ -43,9 +55,18 @@ def completion_of(result: Result, f: str) -> dict[str, Any]:
 class ClusterWorkloadClient:
     """One logical process's connection to a ``cluster``: executes ops, remembers unconfirmed messages."""
 
-    def __init__(self, client: Client, *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        timeout: float | None = None,
+        put_attempt_timeout: float = PUT_ATTEMPT_TIMEOUT,
+        put_retry_backoff: float = PUT_RETRY_BACKOFF,
+    ) -> None:
         self.client = client
         self.timeout = timeout
+        self.put_attempt_timeout = put_attempt_timeout
+        self.put_retry_backoff = put_retry_backoff
         self._consumed: dict[str, str] = {}  # queue -> GUID of the last message consumed and not confirmed
 
     async def invoke(self, op: Op) -> dict[str, Any]:
@@ -61,7 +82,7 @@ class ClusterWorkloadClient:
             expected, new = op.value
             result = await c.cas(key, expected, new, node=node, timeout=timeout)
         elif op.f == "put":
-            result = await c.put(key, op.value["value"], op.value["guid"], node=node, timeout=timeout)
+            result = await self._put(key, op.value["value"], op.value["guid"], node)
         elif op.f == "consume":
             result = await c.consume(key, node=node, timeout=timeout)
             message = result.value
@@ -80,6 +101,25 @@ class ClusterWorkloadClient:
         else:
             raise ValueError(f"the cluster client cannot run operation {op.f!r}")
         return completion_of(result, op.f)
+
+    async def _put(self, key: str | None, value: Any, guid: str, node: str | None) -> Result:
+        """PUT with re-sends of the same GUID after indefinite attempts, within the op's deadline."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.timeout if self.timeout is not None else DEFAULT_TIMEOUT)
+        indefinite: Result | None = None
+        while True:
+            attempt = min(self.put_attempt_timeout, max(deadline - loop.time(), 0.0))
+            result = await self.client.put(key, value, guid, node=node, timeout=attempt)
+            if result.type == "ok":
+                return result
+            if result.type == "fail" and indefinite is None:
+                return result  # definitely not enqueued: nothing to re-send
+            # Re-send while an earlier attempt may have taken effect; a definite failure of a re-send
+            # says nothing about that attempt, so the op stays indefinite unless a re-send is acked.
+            indefinite = indefinite or result
+            if deadline - loop.time() <= self.put_retry_backoff + 0.01:
+                return indefinite
+            await asyncio.sleep(self.put_retry_backoff)
 
     async def close(self) -> None:
         await self.client.close()

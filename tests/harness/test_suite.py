@@ -150,6 +150,8 @@ def test_seed_count_draws_that_many_seeds_once_for_the_whole_suite() -> None:
         ("[[matrix]]\nmodes=['raft']", "workloads is missing"),
         ("[suite]\nname='x'", "no [[matrix]] table"),
         ("[suite\nname='x'", "not valid TOML"),
+        ("[[matrix]]\nmodes=['raft']\nworkloads=['register']\ncore=['scouting']", "core must be a table"),
+        ("[[matrix]]\nmodes=['raft']\nworkloads=['register']\ncore={}", "core must be a table"),
         (
             "[[matrix]]\nmodes=['raft']\nworkloads=['register']\n[[matrix]]\nmodes=['raft']\nworkloads=['register']",
             "appears twice",
@@ -389,3 +391,55 @@ def test_a_suite_over_synthetic_runs_through_the_real_pipeline(spark, tmp_path: 
 )
 def test_the_schema_rejects_what_ci_systems_reject(broken: str) -> None:
     assert not SCHEMA.is_valid(broken)
+
+
+# --- node settings and the simulator platform ------------------------------------------------------
+
+
+def test_core_settings_reach_real_nodes_as_core_options_and_the_simulator_as_core() -> None:
+    from harness.run import TestSpec
+    from harness.sim.run import SimSpec
+    from harness.suite import RUN_CHECK_TIMEOUT, reproduce_command, test_spec
+
+    text = """
+        [[matrix]]
+        modes = ["raft"]
+        workloads = ["register"]
+        seeds = [5]
+        core = {scouting = false, leader_quorum_timeout = 0}
+        [[matrix]]
+        modes = ["raft"]
+        workloads = ["register"]
+        seeds = [5]
+        platform = "sim"
+        core = {leader_quorum_timeout = 0}
+        """
+    real, simulated = parse(text).cases
+    assert simulated.name.endswith(" platform=sim") and real.name != simulated.name
+    spec = test_spec(real, "store")
+    assert isinstance(spec, TestSpec)
+    assert spec.node_args == ("--core-option", "leader_quorum_timeout=0", "--core-option", "scouting=false")
+    assert spec.check_timeout == RUN_CHECK_TIMEOUT  # the suite's Spark analysis is the judge
+    # `harness run` has no option for node settings: such a run is reproduced from its stored spec
+    assert reproduce_command(spec, Path("store/t/1")) == "harness reproduce store/t/1"
+    assert reproduce_command(test_spec(parse(text.replace("core = {scouting = false, ", "core = {")).cases[0],
+                                       "store"), None).startswith("harness run ")
+    sim = test_spec(simulated, "store")
+    assert isinstance(sim, SimSpec)
+    assert sim.core == {"leader_quorum_timeout": 0} and sim.seed == 5 and sim.mode == "raft"
+
+
+def test_a_simulated_case_is_composed_by_the_simulator() -> None:
+    from harness.suite import compose_case
+
+    text = """
+        [[matrix]]
+        modes = ["raft"]
+        workloads = ["register"]
+        nemeses = ["partition"]
+        platform = "sim"
+        core = {no_such_setting = 1}
+        """
+    (case,) = parse(text).cases
+    with pytest.raises(ValueError, match="no_such_setting"):
+        compose_case(case, "store")

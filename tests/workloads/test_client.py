@@ -75,7 +75,56 @@ def test_a_local_read_asks_its_node_to_serve_it_and_a_plain_read_does_not() -> N
 def test_put_sends_value_and_guid_as_the_cluster_expects() -> None:
     fake = FakeClient(Result("ok", lsn=(1, 4), node="n1"))
     run(ClusterWorkloadClient(fake), Op("put", "q0", {"guid": "g-9", "value": 11}))
-    assert fake.calls == [("put", ("q0", 11, "g-9"), {"node": None, "timeout": None})]
+    assert fake.calls == [("put", ("q0", 11, "g-9"), {"node": None, "timeout": 1.0})]  # one attempt's time
+
+
+def test_an_indefinite_put_is_resent_with_the_same_guid_until_acknowledged() -> None:
+    fake = FakeClient(
+        Result("info", error="leadership-lost", node="n1"),
+        Result("info", error="connection-lost", node="n2"),
+        Result("ok", lsn=(2, 3), node="n3", value=None),
+    )
+    client = ClusterWorkloadClient(fake, timeout=4.0, put_retry_backoff=0.0)
+    completion = run(client, Op("put", "q0", {"guid": "g-9", "value": 11}))
+    assert completion["type"] == "ok" and completion["lsn"] == [2, 3]
+    assert [call[1] for call in fake.calls] == [("q0", 11, "g-9")] * 3
+
+
+def test_a_definite_failure_after_an_indefinite_put_attempt_is_resent_and_stays_indefinite() -> None:
+    fake = FakeClient(
+        Result("info", error="timeout", node="n1"),
+        Result("fail", error="not-leader", node="n2"),
+        *[Result("fail", error="connection-refused", node="n3")] * 50,
+    )
+    client = ClusterWorkloadClient(fake, timeout=0.1, put_retry_backoff=0.025)
+    completion = run(client, Op("put", "q0", {"guid": "g-9", "value": 11}))
+    assert completion["type"] == "info" and completion["error"] == "timeout"
+    assert len(fake.calls) >= 3  # the definite failure of a re-send did not end the op
+
+
+def test_an_ack_after_a_definite_failure_of_a_resend_is_ok() -> None:
+    fake = FakeClient(
+        Result("info", error="connection-lost", node="n1"),
+        Result("fail", error="not-leader", node="n2"),
+        Result("ok", lsn=(4, 2), node="n3"),
+    )
+    client = ClusterWorkloadClient(fake, timeout=4.0, put_retry_backoff=0.0)
+    assert run(client, Op("put", "q0", {"guid": "g-9", "value": 11}))["type"] == "ok"
+
+
+def test_a_definite_put_failure_is_not_resent() -> None:
+    fake = FakeClient(Result("fail", error="connection-refused", node="n1"))
+    completion = run(ClusterWorkloadClient(fake, timeout=4.0), Op("put", "q0", {"guid": "g-9", "value": 11}))
+    assert completion["type"] == "fail" and len(fake.calls) == 1
+
+
+def test_put_re_sends_stop_at_the_operation_deadline() -> None:
+    fake = FakeClient(*[Result("info", error="leadership-lost")] * 50)
+    # Each attempt answers at once; the backoff (25 ms) paces the re-sends within the 0.1 s deadline.
+    client = ClusterWorkloadClient(fake, timeout=0.1, put_retry_backoff=0.025)
+    completion = run(client, Op("put", "q0", {"guid": "g-9", "value": 11}))
+    assert completion["type"] == "info"
+    assert 2 <= len(fake.calls) <= 4
 
 
 def test_confirm_without_a_guid_confirms_the_last_consumed_message() -> None:
