@@ -41,6 +41,9 @@ Known bugs of this mode (`cluster.core.bugs`):
 * `lease-own-clock`: the leader times its lease with its own *wall* clock (lease end = wall time of the
   renewal + ttl), so when that clock is moved back it keeps leading and serving lease reads after the
   store handed the key to another node: stale reads, caught by the linearizability checker.
+* `lsn-reuse` (the node's "fast restart", `Node.resume_leadership`): a restarted node that finds the key
+  still naming it with the generation it led renews that generation instead of acquiring the next one,
+  and leads it again with its sequence counter back at 1: the LSNs of that term are issued twice.
 * `no-fencing-token` (followers' side, in the node): replicated writes are accepted without checking the
   leader's fencing token, so a deposed leader's delayed AppendEntries overwrite the new leader's
   committed entries: caught by committed-data durability.
@@ -80,7 +83,7 @@ def parse_record(value: Any) -> tuple[str | None, int]:
 class StoreCall:
     """The one outstanding request to the store: what it is for and when it was sent."""
 
-    kind: str  # "read", "acquire" or "renew"
+    kind: str  # "read", "acquire", "renew" or (bug lsn-reuse) "resume"
     request_id: int
     sent_at: float
     sent_wall: float
@@ -93,6 +96,7 @@ class LeaseElection(Election):
     mode: ClassVar[str] = "lease"
     messages: ClassVar[tuple[type[Message], ...]] = ()
     leader_sync: ClassVar[bool] = True
+    resumes_at_start: ClassVar[bool] = False  # bug lsn-reuse: only once the store says the key is still ours
 
     def __init__(self, host: ElectionHost) -> None:
         super().__init__(host)
@@ -197,6 +201,8 @@ class LeaseElection(Election):
             self.record = call.new
             self._extend(call)
             self.renew_at = call.sent_at + self.interval
+        elif call.kind == "resume":
+            self._resumed(call, now)
 
     # ------------------------------------------------------------------ watching the key
 
@@ -215,6 +221,11 @@ class LeaseElection(Election):
             return
         if value != self.observed or self.observed_at is None:
             self.observed, self.observed_at = value, now
+        if holder == me and generation == host.term and host.resumable_term == host.term:
+            # Bug lsn-reuse: "the key is still ours": renew our generation instead of acquiring the next
+            # one, and lead it again with the sequence counter back at 1 (`_resumed`).
+            self._send("resume", now, expected=value, new=dict(value, renewal=value["renewal"] + 1))
+            return
         if holder is not None and holder != me and generation > host.term:
             # The store names a newer leader: follow it (its heartbeats would tell us the same).
             host.transition(now, FOLLOWER, leader=holder, term=generation, vote=None)
@@ -230,6 +241,22 @@ class LeaseElection(Election):
         host = self.host
         new = lease_record(host.config.node_id, max(generation, host.term) + 1)
         self._send("acquire", now, expected=observed, new=new)
+
+    def _resumed(self, call: StoreCall, now: float) -> None:
+        """Bug lsn-reuse: the renewal of the generation we held before the restart succeeded."""
+        host = self.host
+        self._extend(call)
+        if self._lease_expired(now) or host.role != FOLLOWER or host.term != call.new["generation"]:
+            self._lose_lease()
+            self.poll_at = now
+            return
+        self.record = call.new
+        host.resume_leadership(now)
+        if host.role != LEADER:
+            self._lose_lease()
+            self.poll_at = now
+            return
+        self.renew_at = call.sent_at + self.interval
 
     def _acquired(self, call: StoreCall, now: float) -> None:
         host = self.host
