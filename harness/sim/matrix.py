@@ -34,22 +34,52 @@ ROUND_STRIDE = 1_000_000
 
 BUG_SETUPS: dict[str, dict[str, Any]] = {
     "lease-read-wallclock": {"nemesis": ("partition", "clock"), "core": {"leader_quorum_timeout": 0}},
-    "lease-own-clock": {"nemesis": ("partition", "clock"), "core": {"leader_quorum_timeout": 0}},
+    "lease-own-clock": {"nemesis": ("partition", "clock"), "nemesis_interval": 3.0, "op_timeout": 1.0,
+                        "core": {"leader_quorum_timeout": 0}},
 }
 """How a bug that needs particular conditions is explored; every other bug runs the simulator's defaults
 (all nemeses, default node configuration). ``lease-read-wallclock`` needs a wall clock that steps back on
 a leader that is cut off, and a leader that keeps leading while cut off: with the default
 ``leader_quorum_timeout`` (4 election timeouts) the deposed leader steps down about 0.4 s after its
 successor can first commit, while every client still pointed at it waits on a write, so no read can see
-the stale lease (the bug's own unit test disables the step-down the same way). ``lease-own-clock`` (the
-lease mode's version of the same mistake) needs the same."""
+the stale lease (the bug's own unit test disables the step-down the same way).
+
+``lease-own-clock`` (the lease mode's version of the same mistake) needs that too, and more: the wall clock
+must step back *within one ttl of the leader's last successful renewal* (a step before the cut is absorbed
+by the next renewals, which re-anchor the lease on the moved clock; after the lease's end the leader has
+already stepped down), and the cut and the stepped-back clock must then both last until a successor leads
+and a client reads at the old leader. Clients are the other obstacle: every client follows the leader, so
+when it is cut off all of them hang on writes to it; only when those time out (``op_timeout``) are their
+processes replaced, spread over the nodes, so that some write through the successor and others read at the
+old leader. With the default 5 s op timeout that takes longer than the partition or the clock fault lasts;
+with 1 s, and both packages every 3 s on average (a clock fault often lands within the one-second lease
+after a cut), the stale read is seen in tens of seeds (docs/simulation.md)."""
+
+
+MODE_SETUPS: dict[tuple[str, str], dict[str, Any]] = {
+    ("vote-twice", "aeron"): {"nemesis": ("partition", "kill"), "nemesis_interval": 3.0},
+    ("no-fencing-token", "lease"): {"nemesis": ("partition", "pause", "latency"), "nemesis_interval": 3.0},
+}
+"""Setups of one bug in one mode, replacing :data:`BUG_SETUPS`' (same keys). Aeron elects the best-placed
+member after a random nomination deadline, so two candidates of one term (what ``vote-twice`` needs) are
+rare; partitions and kills every 3 s on average make elections, and so such ballots, frequent. A deposed
+lease leader's writes arrive late (``no-fencing-token``) when they were sent into a partition or a pause,
+or through latency: those three, often."""
+
+
+def setup_for(bug: str, mode: str) -> dict[str, Any]:
+    """How ``bug`` is explored in ``mode``: :data:`MODE_SETUPS`, else :data:`BUG_SETUPS`, else nothing."""
+    return MODE_SETUPS.get((bug, mode), BUG_SETUPS.get(bug, {}))
 
 
 def spec_for_bug(base: SimSpec, bug: str, mode: str) -> SimSpec:
-    """``base`` with ``bug`` switched on, the workload that can show it and the bug's setup."""
-    setup = BUG_SETUPS.get(bug, {})
+    """``base`` with ``bug`` switched on, the workload that can show it and the bug's setup (any other key
+    of the setup, e.g. ``nemesis_interval``, replaces that ``SimSpec`` field)."""
+    setup = setup_for(bug, mode)
+    fields = {k: v for k, v in setup.items() if k not in ("nemesis", "core")}
     return replace(base, mode=mode, bugs=(bug,), workload=workload_for_bug(bug),
-                   nemesis=tuple(setup.get("nemesis", base.nemesis)), core={**base.core, **setup.get("core", {})})
+                   nemesis=tuple(setup.get("nemesis", base.nemesis)), core={**base.core, **setup.get("core", {})},
+                   **fields)
 
 
 @dataclass(frozen=True)
@@ -182,6 +212,39 @@ def detection_matrix(
     return matrix
 
 
+# -- suite-sized runs: which nemesis exposes a bug fastest ---------------------------------------------------
+
+SUITE_SIZED = {"time_limit": 20.0, "rate": 10.0, "nemesis_interval": 3.0}
+"""A CI suite's run (``suites/bugs.toml``): 20 s of chaos, 5 nodes, 10 clients at 10 operations per second,
+a fault every 3 s on average."""
+
+SUITE_NEMESES: dict[str, tuple[str, ...]] = {
+    "vote-twice": ("partition", "kill"), "ack-before-commit": ("partition", "kill", "pause"),
+    "skip-leader-sync": ("partition", "kill"), "lsn-reuse": ("kill",), "stale-read": ("partition", "pause"),
+    "lease-read-wallclock": ("partition+clock",), "promote-outside-lrs": ("partition", "kill"),
+    "stale-vote": ("partition", "kill"), "no-dedup": ("partition", "kill", "pause"),
+    "lease-own-clock": ("partition+clock",), "no-fencing-token": ("partition", "pause", "partition+pause+latency"),
+}
+"""The nemeses (``+`` joins packages run together) tried per bug in suite-sized runs: those that can expose it."""
+
+
+def suite_sized_detection(base: SimSpec, bug: str, mode: str, nemesis: str, rounds: int, max_seeds: int, *,
+                          jobs: int | None = None) -> list[int | None]:
+    """Seeds until ``bug``'s checker fails in suite-sized runs (:data:`SUITE_SIZED`) under ``nemesis`` alone
+    (the bug's setup otherwise), per round; None where ``max_seeds`` were not enough."""
+    checker = checker_for_bug(bug)
+    spec = replace(spec_for_bug(replace(base, **SUITE_SIZED), bug, mode), nemesis=tuple(nemesis.split("+")),
+                   **SUITE_SIZED)
+    counts: list[int | None] = []
+    for round_ in range(rounds):
+        first = round_ * ROUND_STRIDE + 1
+        exploration = explore(spec, range(first, first + max_seeds), jobs=jobs, checkers=(checker,),
+                              stop_on=lambda outcome: checker in outcome.failed)
+        hit = next((i for i, o in enumerate(exploration.outcomes) if checker in o.failed), None)
+        counts.append(None if hit is None else hit + 1)
+    return counts
+
+
 # -- the ElectionScouting stability figure ------------------------------------------------------------------
 
 
@@ -250,3 +313,30 @@ def stability_figure(seeds: Sequence[int], *, mode: str = "blazingmq", duration:
                 "max_term_growth": max(r.term_growth for r in runs),
             })
     return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m harness.sim.matrix suite-sized [--rounds R] [--max-seeds N] [--jobs J] [--bug B ...]``:
+    one JSON line per bug, mode and nemesis with the seeds to the first failure of suite-sized runs."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m harness.sim.matrix", description=main.__doc__)
+    parser.add_argument("figure", choices=("suite-sized",))
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--max-seeds", type=int, default=8)
+    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--bug", action="append", choices=sorted(SUITE_NEMESES))
+    parser.add_argument("--store", default="store")
+    args = parser.parse_args(argv)
+    base = SimSpec(seed=0, store=args.store)
+    for bug in args.bug or list(SUITE_NEMESES):
+        for mode in sim_bugs()[bug].modes:
+            for nemesis in SUITE_NEMESES[bug]:
+                seeds = suite_sized_detection(base, bug, mode, nemesis, args.rounds, args.max_seeds, jobs=args.jobs)
+                print(json.dumps({"bug": bug, "mode": mode, "nemesis": nemesis, "seeds": seeds}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

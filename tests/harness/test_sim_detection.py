@@ -32,8 +32,8 @@ PAIRS = [(bug, mode) for bug, known in KNOWN_BUGS.items() for mode in known.mode
 SLOW = {("vote-twice", "aeron"), ("lease-own-clock", "lease"), ("no-fencing-token", "lease"), ("lsn-reuse", "fluvio"),
         *((bug, mode) for bug, mode in PAIRS if bug == "lease-read-wallclock")}
 """Pairs that need tens to hundreds of seeds (docs/simulation.md, detection matrix): the ``slow`` layer."""
-NOT_FOUND = {("lease-own-clock", "lease")}
-"""Not caught in the simulator yet (none in 300 seeds of its setup; docs/simulation.md): unit tests only."""
+NOT_FOUND: set[tuple[str, str]] = set()
+"""Pairs not caught in the simulator yet (unit tests only); none today (docs/simulation.md)."""
 SLOW -= NOT_FOUND
 
 
