@@ -198,6 +198,27 @@ def valid_bugs() -> tuple[str, ...]:
     return tuple(sorted(KNOWN_BUGS))
 
 
+def check_names(
+    mode: str, modes: Sequence[str], bugs: Sequence[str], workload: str, nemesis: str
+) -> tuple[str, ...]:
+    """Check a test's mode (among ``modes``), bugs (for that mode), workload and nemesis packages, for
+    container and simulated runs alike; return the packages. :class:`ConfigError` with one sentence."""
+    if mode not in modes:
+        raise ConfigError(f"unknown mode {mode!r}; valid: {', '.join(modes)}")
+    from cluster.core.bugs import validate_bugs
+
+    try:
+        validate_bugs(bugs, mode)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if workload not in workload_names():
+        raise ConfigError(f"unknown workload {workload!r}; valid: {', '.join(workload_names())}")
+    try:
+        return parse_nemesis(nemesis)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def compose(spec: TestSpec) -> Composition:
     """Check every name and number of ``spec`` and build the DB adapter; deploys nothing.
 
@@ -205,20 +226,7 @@ def compose(spec: TestSpec) -> Composition:
     """
     if spec.db not in DBS:
         raise ConfigError(f"unknown db {spec.db!r}; valid: {', '.join(DBS)}")
-    if spec.mode not in valid_modes():
-        raise ConfigError(f"unknown mode {spec.mode!r}; valid: {', '.join(valid_modes())}")
-    try:
-        from cluster.core.bugs import validate_bugs
-
-        validate_bugs(spec.bugs, spec.mode)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if spec.workload not in workload_names():
-        raise ConfigError(f"unknown workload {spec.workload!r}; valid: {', '.join(workload_names())}")
-    try:
-        packages = parse_nemesis(spec.nemesis)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    packages = check_names(spec.mode, valid_modes(), spec.bugs, spec.workload, spec.nemesis)
     if spec.platform not in PLATFORMS:
         raise ConfigError(f"unknown platform {spec.platform!r}; valid: {', '.join(PLATFORMS)}")
     if spec.platform == "ssh" and not spec.hosts:

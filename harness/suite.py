@@ -53,7 +53,7 @@ from checkers.verdict import UNKNOWN, Valid
 from harness.analysis.dataset import SUITES_DIR
 from harness.analysis.discovery import SUITE_JSON, RunSelection, StoredRun
 from harness.report.publish import write_suite_page_safely
-from harness.store import TIMESTAMP_FORMAT, write_json
+from harness.store import TIMESTAMP_FORMAT, stamped_directory, write_json
 
 EXPECTATIONS = ("valid", "invalid")
 ALL = "all"
@@ -559,17 +559,8 @@ class SuiteResult:
 
 
 def suite_directory(store: Path, name: str, started: datetime) -> Path:
-    parent = Path(store) / SUITES_DIR / name
-    parent.mkdir(parents=True, exist_ok=True)
-    stamp = started.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
-    candidate, suffix = parent / stamp, 1
-    while True:
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            suffix += 1
-            candidate = parent / f"{stamp}-{suffix}"
+    """``store/suites/<name>/<YYYYMMDDTHHMMSS>/``, made anew (``-2``, ``-3``... when that second is taken)."""
+    return stamped_directory(Path(store) / SUITES_DIR / name, started)
 
 
 def _relative(path: Path | None, store: Path) -> str | None:

@@ -34,11 +34,11 @@ from checkers.history import HistoryError, load_history, load_journals
 from checkers.registry import CHECKERS, CheckInput, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, combine, exit_code
 from cluster.core import bugs as bugs_module
-from cluster.core.bugs import KNOWN_BUGS, KnownBug, validate_bugs
+from cluster.core.bugs import KNOWN_BUGS, KnownBug
 from cluster.core.election import ELECTIONS
 from harness import store
 from harness.db.cluster import EXTERNAL_STORE, STORE
-from harness.run import ConfigError, rng_for
+from harness.run import ConfigError, check_names, rng_for
 from harness.sim.clock import NS, WALL_EPOCH
 from harness.sim.disk import FSYNC_POLICIES
 from harness.sim.platform import PlatformConfig, SimPlatform
@@ -47,10 +47,9 @@ from nemesis.generator import (
     NemesisOptions,
     ScheduledFault,
     generate_schedule,
-    parse_nemesis,
     schedule_from_jsonl,
 )
-from workloads.generator import make_workload, workload_names
+from workloads.generator import make_workload
 from workloads.ops import Op, Workload
 
 SIM_NEMESES: tuple[str, ...] = ("partition", "kill", "pause", "clock", "loss", "latency")
@@ -184,18 +183,7 @@ class Composition:
 
 def compose(spec: SimSpec) -> Composition:
     """Check every name and number of ``spec``; raises :class:`ConfigError` with one sentence."""
-    if spec.mode not in sim_modes():
-        raise ConfigError(f"unknown mode {spec.mode!r}; valid: {', '.join(sim_modes())}")
-    try:
-        validate_bugs(spec.bugs, spec.mode)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if spec.workload not in workload_names():
-        raise ConfigError(f"unknown workload {spec.workload!r}; valid: {', '.join(workload_names())}")
-    try:
-        packages = parse_nemesis(spec.nemesis)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    packages = check_names(spec.mode, tuple(sim_modes()), spec.bugs, spec.workload, spec.nemesis)
     unsupported = [p for p in packages if p not in SIM_NEMESES]
     if unsupported:
         raise ConfigError(f"the simulator has no {', '.join(unsupported)} nemesis; valid: {', '.join(SIM_NEMESES)}")
