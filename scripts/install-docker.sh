@@ -18,6 +18,24 @@ die() { printf '[install-docker] error: %s\n' "$*" >&2; exit 1; }
 DOCKERD_LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 DOCKER_WAIT_S=${DOCKER_WAIT_S:-60}
 
+# A dockerd that was killed leaves /var/run/docker/containerd/containerd.pid behind. After a reboot
+# that pid may belong to an unrelated process, and a new dockerd then logs "containerd is still
+# running", waits for a socket nobody creates and gives up after its own timeout. Keep the file only
+# while the process it names is a containerd.
+clear_stale_containerd_pid() {
+  local pidfile=/var/run/docker/containerd/containerd.pid pid
+  [ -f "$pidfile" ] || return 0
+  pid=$(tr -dc '0-9' <"$pidfile")
+  if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = containerd ]; then
+    return 0
+  fi
+  log "removing stale $pidfile (pid ${pid:-none} is not a running containerd)"
+  rm -f "$pidfile"
+}
+
+# A dockerd that is running (a dying one, or a zombie nobody reaps, does not count).
+dockerd_alive() { ps -C dockerd -o stat= 2>/dev/null | grep -q '^[^ZX]'; }
+
 engine_answers() { command -v docker >/dev/null 2>&1 && timeout 20 docker info >/dev/null 2>&1; }
 
 if engine_answers; then
@@ -50,11 +68,12 @@ command -v dockerd >/dev/null 2>&1 || die "apt-get installed docker.io but there
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
   log "starting the engine with systemd (systemctl start docker)"
   systemctl start docker || true
-elif [ -S /var/run/docker.sock ] && pgrep -x dockerd >/dev/null 2>&1; then
+elif [ -S /var/run/docker.sock ] && dockerd_alive; then
   log "dockerd is already starting; waiting for it"
 else
   log "starting dockerd in the background, log in $DOCKERD_LOG"
   rm -f /var/run/docker.sock /var/run/docker.pid
+  clear_stale_containerd_pid
   mkdir -p "$(dirname "$DOCKERD_LOG")"
   nohup dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
 fi
