@@ -686,20 +686,38 @@ def _attach_log(run_dir: store.RunDir) -> logging.Handler:
     return handler
 
 
-def _test_document(comp: Composition, timings: dict[str, Any], reproduces: str | None) -> dict[str, Any]:
-    spec = comp.spec
+def test_record(
+    spec: Any,
+    workload: Any,
+    *,
+    nodes: Sequence[str],
+    db: str,
+    packages: Sequence[str],
+    command: str,
+    timings: Mapping[str, Any],
+    versions: Mapping[str, Any],
+    reproduces: str | None,
+    **platform_fields: Any,
+) -> dict[str, Any]:
+    """``test.json`` (FORMATS.md) of a container or simulated run: the fields both share, then
+    ``platform_fields`` (the simulator's ``replay_command``, ``platform`` and ``sim``).
+
+    ``spec`` is a :class:`TestSpec` or a ``SimSpec`` (both have the test's name, seed, mode, bugs,
+    workload, timings and ``to_json``); ``workload`` is the composed workload (its model and checkers).
+    """
     return {
         "test": spec.test_name,
         "seed": spec.seed,
-        "command": spec.command(),
-        "nodes": list(comp.node_names),
-        "db": spec.db,
+        "command": command,
+        **platform_fields,
+        "nodes": list(nodes),
+        "db": db,
         "mode": spec.mode,
         "bugs": list(spec.bugs),
         "workload": spec.workload,
-        "nemesis": list(comp.packages),
-        "model": comp.workload.model,
-        "checkers": list(comp.workload.checkers),
+        "nemesis": list(packages),
+        "model": workload.model,
+        "checkers": list(workload.checkers),
         "timings": {
             "time_limit": spec.time_limit,
             "op_timeout": spec.op_timeout,
@@ -707,11 +725,25 @@ def _test_document(comp: Composition, timings: dict[str, Any], reproduces: str |
             "recovery_timeout": spec.recovery_timeout,
             **timings,
         },
-        "versions": {**store.versions(), "db": comp.db.version()},
+        "versions": dict(versions),
         "git_commit": store.git_commit(ROOT),
         "reproduces": reproduces,
         "spec": spec.to_json(),
     }
+
+
+def _test_document(comp: Composition, timings: dict[str, Any], reproduces: str | None) -> dict[str, Any]:
+    return test_record(
+        comp.spec,
+        comp.workload,
+        nodes=comp.node_names,
+        db=comp.spec.db,
+        packages=comp.packages,
+        command=comp.spec.command(),
+        timings=timings,
+        versions={**store.versions(), "db": comp.db.version()},
+        reproduces=reproduces,
+    )
 
 
 # -- reproduce -------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from cluster.core.bugs import KNOWN_BUGS, KnownBug
 from cluster.core.election import ELECTIONS
 from harness import store
 from harness.db.cluster import EXTERNAL_STORE, STORE
-from harness.run import ConfigError, check_names, rng_for
+from harness.run import ConfigError, check_names, rng_for, test_record
 from harness.sim.clock import NS, WALL_EPOCH
 from harness.sim.disk import FSYNC_POLICIES
 from harness.sim.platform import PlatformConfig, SimPlatform
@@ -417,38 +417,26 @@ def scripts_from_jsonl(lines: Iterable[Mapping[str, Any]]) -> dict[int, list[Op]
 
 def _test_document(comp: Composition, command: str, replay: str | None, reproduces: str | None) -> dict[str, Any]:
     spec = comp.spec
-    return {
-        "test": spec.test_name,
-        "seed": spec.seed,
-        "command": command,
-        "replay_command": replay,
-        "platform": {"kind": "sim"},
-        "nodes": list(comp.world_config.node_ids),
-        "db": "cluster",
-        "mode": spec.mode,
-        "bugs": list(spec.bugs),
-        "workload": spec.workload,
-        "nemesis": list(comp.packages),
-        "model": comp.workload.model,
-        "checkers": list(comp.workload.checkers),
-        "timings": {
-            "time_limit": spec.time_limit,
-            "op_timeout": spec.op_timeout,
-            "nemesis_interval": spec.nemesis_interval,
-            "recovery_timeout": spec.recovery_timeout,
-            "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        },
-        "sim": {
+    return test_record(
+        spec,
+        comp.workload,
+        nodes=comp.world_config.node_ids,
+        db="cluster",
+        packages=comp.packages,
+        command=command,
+        timings={"started": datetime.now(UTC).isoformat(timespec="seconds")},
+        versions=store.versions(),
+        reproduces=reproduces,
+        replay_command=replay,
+        platform={"kind": "sim"},
+        sim={
             "network": asdict(comp.world_config.network),
             "max_drift": comp.world_config.max_drift,
             "max_initial_offset": comp.world_config.max_initial_offset,
             "fsync": spec.fsync,
             "wall_epoch": WALL_EPOCH,
         },
-        "versions": store.versions(),
-        "reproduces": reproduces,
-        "spec": spec.to_json(),
-    }
+    )
 
 
 # -- storing --------------------------------------------------------------------------------------------
