@@ -39,6 +39,7 @@ from harness.db import (
     collected_files,
     fault_targets,
     hosts_of,
+    reply_ports,
 )
 from harness.db.cluster import PID_FILE, ClusterDB
 from harness.fault_driver import ClusterNemesis, heal_everything
@@ -444,6 +445,7 @@ async def _interpret(
             pid_file=PID_FILE,
             faketime=comp.faketime,
             rng=rng_for(spec.seed, "nemesis-runtime"),
+            reply_ports=reply_ports(comp.db, deployment),
         )
         driver = ClusterNemesis(comp.db, deployment, remotes, shell)
     interpreter = Interpreter(

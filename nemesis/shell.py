@@ -1,8 +1,12 @@
 """Fault implementations as shell commands over a ``Remote``: they work against any system under test.
 
-* **Partitions** are ``iptables`` DROP rules on each node's INPUT for the source addresses its grudge
-  names, kept in a dedicated chain (:data:`PARTITION_CHAIN`) hooked into INPUT, so healing is one
-  ``iptables -F`` and teardown removes the chain. One-way partitions are asymmetric grudges.
+* **Partitions** are ``iptables`` rules on each node's INPUT for the source addresses its grudge names,
+  kept in a dedicated chain (:data:`PARTITION_CHAIN`) hooked into INPUT, so healing is one ``iptables -F``
+  and teardown removes the chain. One-way partitions are asymmetric grudges, and they are one-way for
+  TCP too (:func:`partition_commands`): a node that does not receive from A drops what A sends to its
+  servers (A's messages on the connections A opened) but lets through A's acknowledgements on the
+  connections this node opened, so its own messages still reach A. A plain DROP of everything from A
+  would cut both directions, since TCP needs the acknowledgements.
 * **Packet loss** is a second chain (:data:`LOSS_CHAIN`) of ``-m statistic --mode random --probability P``
   DROP rules for the other nodes' addresses; it heals independently of partitions.
 * **Latency** is ``tc qdisc ... netem``. Where the kernel has no netem ("Specified qdisc kind is
@@ -191,10 +195,34 @@ def _ensure_chain(chain: str) -> list[str]:
     ]
 
 
-def partition_commands(dropped: Iterable[str]) -> list[str]:
-    """The script that makes a node drop packets from exactly these source addresses."""
+EPHEMERAL_PORTS_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+"""Where a node's kernel says which local ports its outgoing connections use."""
+
+
+def partition_commands(dropped: Iterable[str], reply_ports: Iterable[int] = ()) -> list[str]:
+    """The script that makes a node stop receiving from exactly these source addresses.
+
+    For each address A, in order: (1) replies from A's request/response services (``reply_ports``, e.g.
+    a store the node calls) are dropped; (2) any other TCP segment from A to one of this node's ephemeral
+    ports (:data:`EPHEMERAL_PORTS_FILE`) belongs to a connection this node opened and is let through, so
+    what this node sends on it still arrives and is acknowledged; (3) everything else from A is dropped:
+    A's messages to this node's servers, whatever A sent before the rule on connections it opened, UDP
+    and ICMP. So, for a system whose nodes send each message on a connection the sender opened (as
+    ``cluster`` does), "B does not receive from A" loses exactly the messages A sends B. Servers must
+    listen below the ephemeral range (Linux default 32768-60999).
+    """
+    replies = ",".join(str(int(p)) for p in sorted(set(reply_ports)))
     lines = ["set -e", *_ensure_chain(PARTITION_CHAIN), f"iptables -w -F {PARTITION_CHAIN}"]
-    lines += [f"iptables -w -A {PARTITION_CHAIN} -s {shlex.quote(a)} -j DROP" for a in dropped]
+    addresses = list(dropped)
+    if addresses:
+        # "lo<TAB>hi" -> "lo:hi" with tr: dash's read builtin stops after one byte of a /proc file.
+        lines.append(f"ephemeral=$(tr -s '\\t ' ':' < {EPHEMERAL_PORTS_FILE})")
+    for a in addresses:
+        source = f"iptables -w -A {PARTITION_CHAIN} -s {shlex.quote(a)}"
+        if replies:
+            lines.append(f"{source} -p tcp -m multiport --sports {replies} -j DROP")
+        lines.append(f'{source} -p tcp --dport "$ephemeral" -j RETURN')
+        lines.append(f"{source} -j DROP")
     return lines
 
 
@@ -226,12 +254,16 @@ def partition(
     grudge: Mapping[str, Iterable[str]],
     addresses: Mapping[str, str],
     kind: str = "grudge",
+    reply_ports: Iterable[int] = (),
 ) -> Outcome:
     """Make every node drop exactly what the grudge says (replacing any earlier partition).
 
-    Nodes the grudge does not name drop nothing. ``value``: ``{"kind", "grudge"}`` with the grudge as
-    applied, i.e. without the nodes whose rules could not be installed (named in ``error``).
+    Nodes the grudge does not name drop nothing. ``reply_ports``: ports of request/response services on
+    the nodes, whose replies a cut-off node must not receive either (:func:`partition_commands`).
+    ``value``: ``{"kind", "grudge"}`` with the grudge as applied, i.e. without the nodes whose rules
+    could not be installed (named in ``error``).
     """
+    reply_ports = tuple(reply_ports)
     nodes = list(remotes)
     normal = grudges.validate({n: frozenset(d) for n, d in grudge.items()}, nodes)
     missing = sorted({n for d in normal.values() for n in d} - set(addresses))
@@ -240,7 +272,7 @@ def partition(
 
     def apply(node: str) -> str | None:
         dropped = sorted(normal.get(node, ()))
-        result = _run(remotes[node], _script(partition_commands(addresses[n] for n in dropped)))
+        result = _run(remotes[node], _script(partition_commands((addresses[n] for n in dropped), reply_ports)))
         return None if result.ok else f"iptables failed: {_why(result)}"
 
     results = _on_nodes(nodes, apply)
@@ -819,7 +851,8 @@ class ShellNemesis:
 
     ``Start`` is not a shell fault: starting a node is the DB adapter's job, so callers route it there.
     ``rng`` resolves random symbolic targets written by hand (the generator has already resolved its
-    own); ``leader`` is passed per call by whoever watches the cluster's status.
+    own); ``leader`` is passed per call by whoever watches the cluster's status. ``reply_ports``: ports
+    of request/response services on the nodes (:func:`partition_commands`).
     """
 
     def __init__(
@@ -832,7 +865,9 @@ class ShellNemesis:
         device: str = DEFAULT_DEVICE,
         rng: random.Random | None = None,
         tolerance: float = CLOCK_TOLERANCE,
+        reply_ports: Iterable[int] = (),
     ) -> None:
+        self.reply_ports = tuple(reply_ports)
         self.remotes = dict(remotes)
         self.nodes = tuple(self.remotes)
         self.addresses = dict(addresses)
@@ -861,7 +896,8 @@ class ShellNemesis:
     def _apply(self, fault: Fault, leader: str | None) -> Outcome:
         if isinstance(fault, Partition):
             return partition(
-                self.remotes, resolve_partition(fault, self.nodes, leader), self.addresses, fault.kind
+                self.remotes, resolve_partition(fault, self.nodes, leader), self.addresses, fault.kind,
+                self.reply_ports,
             )
         if isinstance(fault, Heal):
             return heal(self.remotes)

@@ -178,6 +178,23 @@ class AuxiliaryProcesses(Protocol):
     def run_files(self, deployment: Deployment, host: str) -> Mapping[str, str]: ...
 
 
+@runtime_checkable
+class ReplyPorts(Protocol):
+    """Some of the system's services on the nodes answer requests on the requester's connection (the
+    lease mode's store members). ``reply_ports(deployment)`` names their ports, so that a partition
+    also stops their replies reaching a node that must not hear from their host
+    (``nemesis.shell.partition_commands``). Peer messages sent on the sender's own connection need
+    nothing here."""
+
+    def reply_ports(self, deployment: Deployment) -> tuple[int, ...]: ...
+
+
+def reply_ports(db: object, deployment: Deployment) -> tuple[int, ...]:
+    """The ports of ``db``'s request/response services on the nodes (:class:`ReplyPorts`); none if it
+    declares none."""
+    return tuple(db.reply_ports(deployment)) if isinstance(db, ReplyPorts) else ()
+
+
 def hosts_of(db: object, nodes: Sequence[str]) -> tuple[str, ...]:
     """The hosts a deployment of ``db`` on ``nodes`` needs: one per data node, then the DB's extra hosts."""
     extra = db.extra_hosts(nodes) if isinstance(db, AuxiliaryProcesses) else ()

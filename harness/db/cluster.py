@@ -268,6 +268,11 @@ class ClusterDB:
             ))
         return tuple(found)
 
+    def reply_ports(self, deployment: Deployment) -> tuple[int, ...]:
+        """The store members' ports: lease nodes call them as clients, and each reply comes back on the
+        connection its request went out on (``harness.db.ReplyPorts``)."""
+        return tuple(p.port for p in self.processes(deployment) if p.kind == STORE)
+
     @staticmethod
     def _node_process(name: str) -> ClusterProcess:
         kind = CONTROLLER if name == CONTROLLER_ID else NODE

@@ -94,6 +94,17 @@ def remotes() -> dict[str, FakeRemote]:
     return {name: FakeRemote(name) for name in FIVE}
 
 
+EPHEMERAL = "ephemeral=$(tr -s '\\t ' ':' < /proc/sys/net/ipv4/ip_local_port_range)"
+
+
+def _cut_from(address: str) -> str:
+    """The rules by which a node stops receiving from ``address`` (no request/response ports)."""
+    return (
+        f'iptables -w -A CHAOS -s {address} -p tcp --dport "$ephemeral" -j RETURN\n'
+        f"iptables -w -A CHAOS -s {address} -j DROP"
+    )
+
+
 def test_partition_installs_drop_rules_in_the_chaos_chain(remotes: dict[str, FakeRemote]) -> None:
     grudge = g.halves(FIVE)  # n1, n2 | n3, n4, n5
     outcome = shell.partition(remotes, grudge, ADDRESSES, "halves")
@@ -103,28 +114,36 @@ def test_partition_installs_drop_rules_in_the_chaos_chain(remotes: dict[str, Fak
         "iptables -w -N CHAOS 2>/dev/null || true\n"
         "iptables -w -C INPUT -j CHAOS 2>/dev/null || iptables -w -I INPUT 1 -j CHAOS\n"
         "iptables -w -F CHAOS\n"
-        "iptables -w -A CHAOS -s 10.55.0.13 -j DROP\n"
-        "iptables -w -A CHAOS -s 10.55.0.14 -j DROP\n"
-        "iptables -w -A CHAOS -s 10.55.0.15 -j DROP"
+        + EPHEMERAL + "\n"
+        + "\n".join(_cut_from(a) for a in ("10.55.0.13", "10.55.0.14", "10.55.0.15"))
     ]
-    assert (
-        remotes["n4"]
-        .commands[0]
-        .endswith(
-            "iptables -w -F CHAOS\niptables -w -A CHAOS -s 10.55.0.11 -j DROP\niptables -w -A CHAOS -s 10.55.0.12 -j DROP"
-        )
+    assert remotes["n4"].commands[0].endswith(
+        "iptables -w -F CHAOS\n" + EPHEMERAL + "\n"
+        + _cut_from("10.55.0.11") + "\n" + _cut_from("10.55.0.12")
     )
 
 
 def test_one_way_partition_only_blocks_the_receiving_side(remotes: dict[str, FakeRemote]) -> None:
     outcome = shell.partition(remotes, g.one_way("n1", ["n2"]), ADDRESSES, "one-way")
     assert outcome.applied
-    assert (
-        remotes["n2"].commands[0].endswith("iptables -w -F CHAOS\niptables -w -A CHAOS -s 10.55.0.11 -j DROP")
-    )
+    assert remotes["n2"].commands[0].endswith(_cut_from("10.55.0.11"))
     # n1 still hears n2: its chain is flushed and left empty.
     assert remotes["n1"].commands[0].endswith("iptables -w -F CHAOS")
     assert outcome.value["grudge"]["n1"] == [] and outcome.value["grudge"]["n2"] == ["n1"]
+
+
+def test_a_cut_off_node_also_loses_the_replies_of_request_response_services() -> None:
+    lines = shell.partition_commands(["10.55.0.11"], reply_ports=[7101, 7100, 7100])
+    assert lines[-3:] == [
+        "iptables -w -A CHAOS -s 10.55.0.11 -p tcp -m multiport --sports 7100,7101 -j DROP",
+        'iptables -w -A CHAOS -s 10.55.0.11 -p tcp --dport "$ephemeral" -j RETURN',
+        "iptables -w -A CHAOS -s 10.55.0.11 -j DROP",
+    ]
+    # The shell nemesis passes its reply ports to every partition it applies.
+    remotes = {name: FakeRemote(name) for name in FIVE}
+    nemesis = ShellNemesis(remotes, ADDRESSES, pid_file=PID_FILE, reply_ports=(7100,))
+    nemesis.apply(fx.Partition(kind="isolate", grudge=g.isolate(FIVE, "n1")))
+    assert "-s 10.55.0.11 -p tcp -m multiport --sports 7100 -j DROP" in remotes["n3"].commands[0]
 
 
 def test_a_node_that_refuses_rules_is_left_out_of_the_applied_grudge(remotes: dict[str, FakeRemote]) -> None:
