@@ -578,6 +578,8 @@ class Interpreter:
                     while True:
                         if op.node is None:
                             op = dataclasses.replace(op, node=node)
+                        if op.think > 0:
+                            await asyncio.sleep(op.think)
                         completion = await self._execute(
                             process, client, op, self.config.final_op_timeout, final=True
                         )

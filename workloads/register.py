@@ -12,7 +12,8 @@ keys numbered from ``(n // rotate_after) * keys``, so no key collects more than 
 
 The final phase reads every key the run used at each node with local reads (``Op.local``): each node
 answers from its own state (linearizably, by the leader's read index) instead of redirecting to the
-leader, so the durability checker judges every node. Checkers: all four; model ``cas-register``.
+leader, so the durability checker judges every node; a final read that fails is tried again a few
+times (:meth:`RegisterWorkload.final_ops`). Checkers: all four; model ``cas-register``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,22 @@ import random
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
-from workloads.ops import CHECKERS, VALUE_STRIDE, FinalOps, Op, check_rate, process_rng, think_time
+from workloads.ops import (
+    CHECKERS,
+    VALUE_STRIDE,
+    FinalOps,
+    Op,
+    check_rate,
+    completion_fields,
+    process_rng,
+    think_time,
+)
 
 DEFAULT_MIX: Mapping[str, float] = {"read": 2.0, "write": 2.0, "cas": 1.0}
+FINAL_RETRIES = 10
+"""Failed final reads one node may try again, in all (:meth:`RegisterWorkload.final_ops`)."""
+FINAL_RETRY_THINK = 0.5
+"""Seconds before a failed final read is tried again."""
 
 
 class RegisterWorkload:
@@ -99,8 +113,18 @@ class RegisterWorkload:
             proposed[key] = new
 
     def final_ops(self, node: str, keys: Sequence[str]) -> FinalOps:
+        """A local read of every key at ``node``. A read that fails (``not-leader`` when the leader the
+        final phase waited for has stepped down since, ``no-read-index`` during an election) is tried
+        again after :data:`FINAL_RETRY_THINK` seconds, up to :data:`FINAL_RETRIES` times per node in all,
+        so a cluster still settling after the heal is read rather than judged "unknown", and a cluster
+        that has no leader does not hold the final phase for long."""
+        retries = FINAL_RETRIES
         for key in sorted(set(keys), key=_key_order):
-            yield Op("read", key, None, node=node, local=True)
+            kind, _ = completion_fields((yield Op("read", key, None, node=node, local=True)))
+            while kind == "fail" and retries > 0:
+                retries -= 1
+                retry = Op("read", key, None, node=node, local=True, think=FINAL_RETRY_THINK)
+                kind, _ = completion_fields((yield retry))
 
 
 def _key_order(key: str) -> tuple[int, str]:

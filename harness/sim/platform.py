@@ -42,6 +42,7 @@ written run): slot ``s`` invokes its list in order, whatever process id it has a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -139,7 +140,10 @@ class SimClient:
 def request_of(op: Op, client: SimClient) -> dict[str, Any] | None:
     """The cluster request for ``op`` (``None``: a confirm with nothing consumed to confirm)."""
     f, key = op.f, op.key
-    if f == "read" or f == "consume":
+    if f == "read":
+        # A local read is served by its node itself, as the container client sends it (workloads.client).
+        return {"op": f, "key": key, "local": True} if op.local else {"op": f, "key": key}
+    if f == "consume":
         return {"op": f, "key": key}
     if f == "write":
         return {"op": f, "key": key, "value": op.value}
@@ -690,7 +694,14 @@ class SimPlatform:
 
     def _final_execute(self, state: _Final, op: Op) -> None:
         if op.node is None:
-            op = Op(op.f, op.key, op.value, node=state.node)
+            op = dataclasses.replace(op, node=state.node)
+        if op.think > 0:
+            self.world.after(op.think, self._final_invoke, (state, dataclasses.replace(op, think=0.0)))
+            return
+        self._final_invoke((state, op))
+
+    def _final_invoke(self, pending: tuple[_Final, Op]) -> None:
+        state, op = pending
         self.final_ops += 1
         self.execute(state.process, state.client, op, lambda completion: self._final_completed(state, completion),
                      final=True)

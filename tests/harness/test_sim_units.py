@@ -13,6 +13,7 @@ from harness.sim.clock import WALL_EPOCH, NodeClock, to_ns
 from harness.sim.disk import SimDisk
 from harness.sim.explore import parse_seeds
 from harness.sim.network import NetworkOptions, SimNetwork
+from harness.sim.platform import SimClient, request_of
 from harness.sim.run import SimSpec, checker_for_bug, compose, scripts_from_jsonl, workload_for_bug
 from harness.sim.shrink import Candidate, _Judge, ddmin, fault_units, with_time_limit
 from harness.sim.world import World, WorldConfig
@@ -173,3 +174,11 @@ def test_a_paused_node_buffers_and_a_killed_node_refuses(tmp_path) -> None:
 def test_bad_arguments_exit_254_with_one_line(argv, message, tmp_path, capsys) -> None:
     assert main([*argv, "--store", str(tmp_path)]) == 254
     assert message in capsys.readouterr().err
+
+
+def test_the_simulated_client_sends_local_reads_as_local() -> None:
+    client = SimClient()
+    assert request_of(Op("read", "k1", None, node="n2", local=True), client) == {
+        "op": "read", "key": "k1", "local": True
+    }
+    assert request_of(Op("read", "k1", None), client) == {"op": "read", "key": "k1"}

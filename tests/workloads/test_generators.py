@@ -17,7 +17,7 @@ from tests.hash_seeds import outputs_under_hash_seeds
 from workloads.generator import make_workload, plan, workload_names
 from workloads.ops import CHECKERS, VALUE_STRIDE, Op
 from workloads.queue import DRAIN_GIVE_UP, QueueWorkload
-from workloads.register import RegisterWorkload
+from workloads.register import FINAL_RETRIES, FINAL_RETRY_THINK, RegisterWorkload
 
 seeds = st.integers(0, 2**64 - 1)
 
@@ -165,6 +165,23 @@ def test_register_final_phase_reads_every_key_at_the_node_itself() -> None:
     assert "local" not in Op("read", "k0").to_json()
     with pytest.raises(ValueError, match="only a read can be local"):
         Op("write", "k0", 1, local=True)
+
+
+def test_register_final_reads_that_fail_are_tried_again_within_a_budget_per_node() -> None:
+    reads = RegisterWorkload(random.Random(1)).final_ops("n1", ["k0", "k1", "k2"])
+    first = next(reads)
+    retry = Op("read", "k0", None, node="n1", local=True, think=FINAL_RETRY_THINK)
+    assert first.think == 0 and reads.send({"type": "fail", "value": None}) == retry  # not-leader: again
+    assert reads.send({"type": "ok", "value": 5}).key == "k1"  # answered: the next key, at once
+    asked = [reads.send({"type": "fail", "value": None}) for _ in range(FINAL_RETRIES - 1)]
+    assert all(op.key == "k1" and op.think == FINAL_RETRY_THINK for op in asked)
+    # The budget is spent: a failure now moves on, and an info (indefinite) never retries.
+    assert reads.send({"type": "fail", "value": None}) == Op("read", "k2", None, node="n1", local=True)
+    with pytest.raises(StopIteration):
+        reads.send({"type": "fail", "value": None})
+    once = RegisterWorkload(random.Random(1)).final_ops("n1", ["k0", "k1"])
+    next(once)
+    assert once.send({"type": "info", "value": None}).key == "k1"
 
 
 def test_queue_final_phase_drains_until_empty_and_confirms_each_message() -> None:
