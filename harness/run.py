@@ -46,7 +46,13 @@ from harness.fault_driver import ClusterNemesis, heal_everything
 from harness.history import HistoryWriter
 from harness.interpreter import Interpreter, InterpreterConfig, RunStats
 from harness.report.publish import publish
-from nemesis.generator import NemesisOptions, ScheduledFault, parse_nemesis, schedule_from_jsonl
+from nemesis.generator import (
+    CLOCK_PACKAGES,
+    NemesisOptions,
+    ScheduledFault,
+    parse_nemesis,
+    schedule_from_jsonl,
+)
 from nemesis.generator import generate_schedule as generate_nemesis_schedule
 from nemesis.shell import FakeTime, ShellNemesis, install_faketime, vendored_libfaketime
 from workloads.client import cluster_clients
@@ -240,11 +246,12 @@ def compose(spec: TestSpec) -> Composition:
         if not getattr(spec, name) > 0:
             raise ConfigError(f"{name.replace('_', '-')} must be a positive number of seconds, not {getattr(spec, name)}")
     faketime = None
-    if "clock" in packages:
+    clocks = [name for name in packages if name in CLOCK_PACKAGES]
+    if clocks:
         try:
             vendored_libfaketime()
         except FileNotFoundError as exc:
-            raise ConfigError(f"the clock nemesis needs libfaketime: {exc}") from None
+            raise ConfigError(f"the {clocks[0]} nemesis needs libfaketime: {exc}") from None
         faketime = FakeTime()
     db = ClusterDB(spec.mode, spec.bugs, node_args=spec.node_args, faketime=faketime, seed=spec.seed)
     try:

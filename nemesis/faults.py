@@ -189,7 +189,9 @@ class Resume(_NodeFault):
 class ClockBump:
     """Move each named node's wall clock by ``deltas[node]`` seconds (added to its current offset).
 
-    Only the wall clock moves; the monotonic clock stays real (ENVIRONMENT.md, libfaketime recipe).
+    A ``"leader"`` key stands for the current leader, resolved at run time (:func:`resolve_deltas`); the
+    completion then names the node. Only the wall clock moves; the monotonic clock stays real
+    (ENVIRONMENT.md, libfaketime recipe).
     """
 
     f: ClassVar[str] = "clock"
@@ -424,7 +426,7 @@ def fault_nodes(fault: Fault) -> frozenset[str]:
             named |= grudges.nodes_of(fault.grudge)
         return named
     if isinstance(fault, ClockBump):
-        return frozenset(fault.deltas)
+        return frozenset(fault.deltas) - {"leader"}
     targets = getattr(fault, "targets", "all")
     return frozenset() if isinstance(targets, str) else frozenset(targets)
 
@@ -486,6 +488,17 @@ def resolve_targets(
     if rng is None:
         raise ValueError(f"target {targets!r} is random: pass the run's rng to resolve it")
     return draw_targets(targets, nodes, rng)
+
+
+def resolve_deltas(deltas: Mapping[str, float], nodes: Sequence[str], leader: str | None) -> dict[str, float]:
+    """A clock bump's node -> seconds now: a ``"leader"`` key becomes the current leader (raises
+    :class:`UnresolvableTarget` when none is known), added to that node's own delta if it has one."""
+    if "leader" not in deltas:
+        return dict(deltas)
+    (node,) = resolve_targets("leader", nodes, leader)
+    resolved = {n: d for n, d in deltas.items() if n != "leader"}
+    resolved[node] = resolved.get(node, 0.0) + deltas["leader"]
+    return resolved
 
 
 def resolve_partition(partition: Partition, nodes: Sequence[str], leader: str | None) -> grudges.Grudge:

@@ -1,7 +1,9 @@
 """The seeded nemesis schedule: which faults happen when, drawn from one ``random.Random``.
 
 A *package* is one family of faults with its healing operation (partition/heal, kill/start,
-pause/resume, clock/reset, loss/heal-loss, latency/heal-latency). :func:`generate_schedule` composes the
+pause/resume, clock/reset, loss/heal-loss, latency/heal-latency), or a composed fault whose steps are
+several operations at one instant (leader-clock: isolate the leader and step its clock back / heal and
+reset clocks). :func:`generate_schedule` composes the
 packages a test asks for into one schedule of pure data, as Jepsen's combined nemesis does:
 
 1. every package runs on its own timeline: every ``interval`` seconds on average (each gap drawn
@@ -97,15 +99,24 @@ class NemesisOptions:
                 raise ValueError(f"{name} must be drawn from {', '.join(allowed)}, not {specs}")
 
 
+Step = Fault | tuple[Fault, ...]
+"""What a package does at one point of its timeline: one operation, or several applied in order at the
+same instant (a composed fault such as ``leader-clock``'s "cut the leader off, then step its clock back")."""
+
+
 @dataclass(frozen=True)
 class Package:
-    """One family of faults: how to draw a fault, and the operation that heals it."""
+    """One family of faults: how to draw a fault, and the operation(s) that heal it."""
 
     name: str
     summary: str
-    fault: Callable[[random.Random, tuple[str, ...], NemesisOptions], Fault]
-    heal: Callable[[], Fault]
+    fault: Callable[[random.Random, tuple[str, ...], NemesisOptions], Step]
+    heal: Callable[[], Step]
     min_nodes: int = 1
+
+
+def _operations(step: Step) -> tuple[Fault, ...]:
+    return step if isinstance(step, tuple) else (step,)
 
 
 @dataclass(frozen=True)
@@ -196,6 +207,16 @@ def _clock(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) 
     )
 
 
+def _leader_clock(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Step:
+    """Cut the current leader off from everyone, then step that same node's wall clock back by 1 s to
+    ``clock_max_offset`` (log-uniform). Both resolve ``leader`` at the same instant, so they hit one node.
+    A leader that measures a lease on its wall clock keeps believing in it while a majority elects a
+    successor: what ``lease-read-wallclock`` and ``lease-own-clock`` need, and random clock targets
+    rarely give."""
+    back = round(_log_uniform(rng, min(1.0, options.clock_max_offset), options.clock_max_offset), 3)
+    return (Partition("isolate", target="leader"), ClockBump(deltas={"leader": -back}))
+
+
 def _loss(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Fault:
     targets = draw_targets(rng.choice(options.network_targets), nodes, rng)
     return Loss(targets=targets, probability=rng.choice(options.loss_probabilities))
@@ -243,10 +264,21 @@ PACKAGES: dict[str, Package] = {
             _latency,
             HealLatency,
         ),
+        Package(
+            "leader-clock",
+            "cut the leader off and step its wall clock back (composed: isolate the leader, then bump that "
+            "node's clock); heal reconnects it and resets every clock",
+            _leader_clock,
+            lambda: (Heal(), ClockReset("all")),
+            min_nodes=3,
+        ),
     )
 }
 
-FINAL_HEAL_ORDER: tuple[str, ...] = ("partition", "loss", "latency", "pause", "kill", "clock")
+CLOCK_PACKAGES: tuple[str, ...] = ("clock", "leader-clock")
+"""The packages that move wall clocks: on real nodes they need libfaketime (``nemesis.shell.FakeTime``)."""
+
+FINAL_HEAL_ORDER: tuple[str, ...] = ("partition", "leader-clock", "loss", "latency", "pause", "kill", "clock")
 """Network first (so restarted nodes find their peers), then processes, then clocks."""
 
 
@@ -306,15 +338,15 @@ def generate_schedule(
             at += stream.uniform(0.5, 1.5) * options.interval
             if at >= time_limit:
                 break
-            fault = package.heal() if active else package.fault(stream, cluster, options)
+            step = package.heal() if active else package.fault(stream, cluster, options)
             active = not active
-            schedule.append(ScheduledFault(round(at, 3), name, fault))
+            schedule.extend(ScheduledFault(round(at, 3), name, fault) for fault in _operations(step))
     order = {name: i for i, name in enumerate(PACKAGES)}
     schedule.sort(key=lambda entry: (entry.at, order[entry.package]))
     end = round(float(time_limit), 3)
     for name in FINAL_HEAL_ORDER:
         if name in names:
-            schedule.append(ScheduledFault(end, name, PACKAGES[name].heal()))
+            schedule.extend(ScheduledFault(end, name, fault) for fault in _operations(PACKAGES[name].heal()))
     return tuple(schedule)
 
 

@@ -3,8 +3,8 @@
 * **Partitions** are ``iptables`` rules on each node's INPUT for the source addresses its grudge names,
   kept in a dedicated chain (:data:`PARTITION_CHAIN`) hooked into INPUT, so healing is one ``iptables -F``
   and teardown removes the chain. One-way partitions are asymmetric grudges, and they are one-way for
-  TCP too (:func:`partition_commands`): a node that does not receive from A drops what A sends to its
-  servers (A's messages on the connections A opened) but lets through A's acknowledgements on the
+  TCP too (:func:`partition_commands`): a node that does not receive from A drops, by conntrack
+  direction, what A sends on the connections A opened, but lets through A's acknowledgements on the
   connections this node opened, so its own messages still reach A. A plain DROP of everything from A
   would cut both directions, since TCP needs the acknowledgements.
 * **Packet loss** is a second chain (:data:`LOSS_CHAIN`) of ``-m statistic --mode random --probability P``
@@ -56,6 +56,7 @@ from nemesis.faults import (
     Resume,
     Start,
     UnresolvableTarget,
+    resolve_deltas,
     resolve_partition,
     resolve_targets,
 )
@@ -195,34 +196,26 @@ def _ensure_chain(chain: str) -> list[str]:
     ]
 
 
-EPHEMERAL_PORTS_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
-"""Where a node's kernel says which local ports its outgoing connections use."""
-
-
 def partition_commands(dropped: Iterable[str], reply_ports: Iterable[int] = ()) -> list[str]:
     """The script that makes a node stop receiving from exactly these source addresses.
 
     For each address A, in order: (1) replies from A's request/response services (``reply_ports``, e.g.
-    a store the node calls) are dropped; (2) any other TCP segment from A to one of this node's ephemeral
-    ports (:data:`EPHEMERAL_PORTS_FILE`) belongs to a connection this node opened and is let through, so
-    what this node sends on it still arrives and is acknowledged; (3) everything else from A is dropped:
-    A's messages to this node's servers, whatever A sent before the rule on connections it opened, UDP
-    and ICMP. So, for a system whose nodes send each message on a connection the sender opened (as
-    ``cluster`` does), "B does not receive from A" loses exactly the messages A sends B. Servers must
-    listen below the ephemeral range (Linux default 32768-60999).
+    a store the node calls) are dropped, whichever side opened the connection; (2) every packet from A
+    that conntrack counts in the ORIGINAL direction, i.e. belongs to a flow A opened, is dropped: A's
+    messages to this node's servers (established connections included, from the rule's first packet on,
+    since the match is on direction, not on NEW), A's new connections, UDP and ICMP A starts. What A
+    sends in the REPLY direction of connections this node opened passes: A's acknowledgements, so what
+    this node sends A still arrives. So, for a system whose nodes send each message on a connection the
+    sender opened (as ``cluster``'s peer links do), "B does not receive from A" loses exactly the messages
+    A sends B, as the simulator does per message. Needs the ``conntrack`` match (xt_conntrack) on the node.
     """
     replies = ",".join(str(int(p)) for p in sorted(set(reply_ports)))
     lines = ["set -e", *_ensure_chain(PARTITION_CHAIN), f"iptables -w -F {PARTITION_CHAIN}"]
-    addresses = list(dropped)
-    if addresses:
-        # "lo<TAB>hi" -> "lo:hi" with tr: dash's read builtin stops after one byte of a /proc file.
-        lines.append(f"ephemeral=$(tr -s '\\t ' ':' < {EPHEMERAL_PORTS_FILE})")
-    for a in addresses:
+    for a in dropped:
         source = f"iptables -w -A {PARTITION_CHAIN} -s {shlex.quote(a)}"
         if replies:
             lines.append(f"{source} -p tcp -m multiport --sports {replies} -j DROP")
-        lines.append(f'{source} -p tcp --dport "$ephemeral" -j RETURN')
-        lines.append(f"{source} -j DROP")
+        lines.append(f"{source} -m conntrack --ctdir ORIGINAL -j DROP")
     return lines
 
 
@@ -921,7 +914,8 @@ class ShellNemesis:
             if self.faketime is None:
                 return self._clock_unavailable()
             if isinstance(fault, ClockBump):
-                return clock_bump(self.remotes, fault.deltas, self.faketime, self.tolerance)
+                deltas = resolve_deltas(fault.deltas, self.nodes, leader)
+                return clock_bump(self.remotes, deltas, self.faketime, self.tolerance)
             if isinstance(fault, ClockStrobe):
                 return clock_strobe(
                     self.remotes,

@@ -226,6 +226,7 @@ NEMESIS_CAPABILITIES: dict[str, tuple[type, ...]] = {
     "kill": (Process,),
     "pause": (Pause,),
     "clock": (ClockSkew,),
+    "leader-clock": (ClockSkew,),
 }
 LEADER_TARGETING = (Status,)
 CAPABILITY_METHODS: dict[type, str] = {

@@ -82,6 +82,7 @@ from nemesis.faults import (
     Start,
     UnresolvableTarget,
     describe,
+    resolve_deltas,
     resolve_partition,
     resolve_targets,
 )
@@ -249,7 +250,9 @@ class SimNemesis(FaultsInEffect):
             self.latency = None
             return FaultOutcome({"nodes": list(nodes)})
         if isinstance(fault, ClockBump):
-            offsets = {node: world.bump_clock(node, delta) for node, delta in sorted(fault.deltas.items())
+            leader, _ = self.view.leader()
+            deltas = resolve_deltas(fault.deltas, nodes, leader)
+            offsets = {node: world.bump_clock(node, delta) for node, delta in sorted(deltas.items())
                        if node in world.nodes}
             self.clock.update(offsets)
             return FaultOutcome({"offsets": offsets, "probes": dict(offsets)})

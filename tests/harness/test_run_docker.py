@@ -106,6 +106,25 @@ def test_a_short_chaos_run_is_stored_with_history_journals_and_a_verdict(docker_
     assert run_ids and _leftovers(docker_engine, run_ids[0]) == []
 
 
+def test_leader_clock_isolates_the_leader_and_steps_back_that_same_node_clock(docker_engine, run_ids, tmp_path) -> None:
+    spec = TestSpec(seed=8, mode="raft", nodes=3, nemesis=("leader-clock",), time_limit=12.0, nemesis_interval=3.0,
+                    concurrency=3, store=str(tmp_path / "store"))
+    result = run(spec)
+    assert result.error is None and result.teardown_errors == [], (result.error, result.teardown_errors)
+    lines = [json.loads(line) for line in (result.run_dir / "history.jsonl").read_text().splitlines()]
+    completions = [(e["f"], e["value"]) for e in lines if e["process"] == "nemesis" and e["type"] == "ok"]
+    isolated = [
+        next(node for node, dropped in value["grudge"].items() if len(dropped) == 2)
+        for f, value in completions if f == "partition"
+    ]
+    bumps = [value for f, value in completions if f == "clock" and "offsets" in value]
+    assert isolated and [list(bump["offsets"]) for bump in bumps] == [[node] for node in isolated], completions
+    # Each step hit one node, the leader it cut off, and that node's clock did step back (libfaketime probe).
+    assert all(bump["probes"][node] <= -0.99 for bump, node in zip(bumps, isolated, strict=True))
+    assert result.results["valid"] is True and result.exit_code == 0
+    assert run_ids and _leftovers(docker_engine, run_ids[0]) == []
+
+
 # The teardown of every deployment shape: data nodes only, plus the fluvio controller on its own host
 # (paused when the crash comes), plus the lease store members beside n1..n3.
 CRASH_SHAPES = {"blazingmq": (NODES, ("n2",)), "fluvio": ((*NODES, "sc"), ("n2", "sc")), "lease": (NODES, ("n2",))}

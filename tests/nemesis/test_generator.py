@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
@@ -32,8 +33,8 @@ def schedule(seed: int, packages: str = ALL, time_limit: float = 120.0, **option
     return generate_schedule(packages, FIVE, random.Random(seed), time_limit, NemesisOptions(**options))
 
 
-def test_names_are_the_six_packages() -> None:
-    assert nemesis_names() == ("partition", "kill", "pause", "clock", "loss", "latency")
+def test_names_are_the_seven_packages() -> None:
+    assert nemesis_names() == ("partition", "kill", "pause", "clock", "loss", "latency", "leader-clock")
 
 
 def test_unknown_names_list_the_valid_ones() -> None:
@@ -71,23 +72,27 @@ def test_a_package_draws_the_same_faults_whatever_else_is_composed_with_it() -> 
 @settings(max_examples=60)
 def test_every_fault_is_followed_by_its_heal_and_the_run_ends_healed(seed: int, name: str) -> None:
     entries = schedule(seed, name, time_limit=90.0)
-    package = PACKAGES[name]
-    heal = package.heal()
+    heal = PACKAGES[name].heal()
+    heal_ops = heal if isinstance(heal, tuple) else (heal,)
     chaos = [e for e in entries if e.at < 90.0]
-    # Within a package, operations alternate fault, heal, fault, ...
-    for i, entry in enumerate(chaos):
-        assert fx.is_heal(entry.fault) == (i % 2 == 1), entry
-        if fx.is_heal(entry.fault):
-            assert entry.fault == heal
+    # Within a package, steps (the operations at one instant) alternate fault, heal, fault, ...
+    steps = [tuple(e.fault for e in group) for _, group in itertools.groupby(chaos, key=lambda e: e.at)]
+    for i, step in enumerate(steps):
+        assert all(fx.is_heal(fault) == (i % 2 == 1) for fault in step), step
+        if i % 2 == 1:
+            assert step == heal_ops
     # The final heal phase sits at the time limit and heals the package.
-    assert entries[-1] == ScheduledFault(90.0, name, heal)
+    assert [e for e in entries if e.at == 90.0] == [ScheduledFault(90.0, name, fault) for fault in heal_ops]
     assert [e.at for e in entries] == sorted(e.at for e in entries)
 
 
 def test_final_heal_phase_heals_every_package_in_order() -> None:
     final = [e for e in schedule(3) if e.at == 120.0]
-    assert [e.package for e in final] == list(FINAL_HEAL_ORDER)
-    assert [e.fault.f for e in final] == ["heal", "heal-loss", "heal-latency", "resume", "start", "clock"]
+    assert [e.package for e in final] == [
+        name for name in FINAL_HEAL_ORDER for _ in range(2 if name == "leader-clock" else 1)
+    ]
+    assert [e.fault.f for e in final] == ["heal", "heal", "clock", "heal-loss", "heal-latency", "resume", "start",
+                                          "clock"]
     assert all(fx.is_heal(e.fault) for e in final)
 
 
@@ -271,3 +276,25 @@ for seed in range(5):
 def test_schedules_do_not_depend_on_the_hash_seed() -> None:
     outputs = outputs_under_hash_seeds(HASH_SEED_SCRIPT)
     assert len(outputs) == 1 and outputs.pop().count("\n") == 5
+
+
+def test_leader_clock_isolates_the_leader_then_steps_that_node_clock_back() -> None:
+    entries = schedule(5, "leader-clock", time_limit=60.0)
+    first, second = entries[0], entries[1]
+    assert first.at == second.at and first.package == second.package == "leader-clock"
+    assert first.fault == fx.Partition("isolate", target="leader")
+    assert isinstance(second.fault, fx.ClockBump) and list(second.fault.deltas) == ["leader"]
+    assert -180.0 <= second.fault.deltas["leader"] <= -1.0
+    backs = {e.fault.deltas["leader"] for seed in range(30) for e in schedule(seed, "leader-clock", time_limit=60.0)
+             if isinstance(e.fault, fx.ClockBump)}
+    assert min(backs) < -30.0 and max(backs) > -10.0  # log-uniform: small and large steps both occur
+    # The symbolic key names no node, so the schedule checks against any cluster.
+    fx.check_nodes(second.fault, FIVE)
+    # At run time both operations resolve "leader" to the same node.
+    assert fx.resolve_partition(first.fault, FIVE, "n3") == g.isolate(FIVE, "n3")
+    assert fx.resolve_deltas(second.fault.deltas, FIVE, "n3") == {"n3": second.fault.deltas["leader"]}
+    assert fx.resolve_deltas({"n1": 2.0, "leader": -5.0}, FIVE, "n1") == {"n1": -3.0}
+    with pytest.raises(fx.UnresolvableTarget):
+        fx.resolve_deltas(second.fault.deltas, FIVE, None)
+    # A stored schedule line reads back as the same composed step.
+    assert schedule_from_jsonl(schedule_to_jsonl(entries)) == entries

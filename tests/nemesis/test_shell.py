@@ -94,15 +94,10 @@ def remotes() -> dict[str, FakeRemote]:
     return {name: FakeRemote(name) for name in FIVE}
 
 
-EPHEMERAL = "ephemeral=$(tr -s '\\t ' ':' < /proc/sys/net/ipv4/ip_local_port_range)"
-
-
 def _cut_from(address: str) -> str:
-    """The rules by which a node stops receiving from ``address`` (no request/response ports)."""
-    return (
-        f'iptables -w -A CHAOS -s {address} -p tcp --dport "$ephemeral" -j RETURN\n'
-        f"iptables -w -A CHAOS -s {address} -j DROP"
-    )
+    """The rule by which a node stops receiving from ``address`` (no request/response ports): only what
+    belongs to flows ``address`` opened (conntrack's ORIGINAL direction), established ones included."""
+    return f"iptables -w -A CHAOS -s {address} -m conntrack --ctdir ORIGINAL -j DROP"
 
 
 def test_partition_installs_drop_rules_in_the_chaos_chain(remotes: dict[str, FakeRemote]) -> None:
@@ -114,11 +109,10 @@ def test_partition_installs_drop_rules_in_the_chaos_chain(remotes: dict[str, Fak
         "iptables -w -N CHAOS 2>/dev/null || true\n"
         "iptables -w -C INPUT -j CHAOS 2>/dev/null || iptables -w -I INPUT 1 -j CHAOS\n"
         "iptables -w -F CHAOS\n"
-        + EPHEMERAL + "\n"
         + "\n".join(_cut_from(a) for a in ("10.55.0.13", "10.55.0.14", "10.55.0.15"))
     ]
     assert remotes["n4"].commands[0].endswith(
-        "iptables -w -F CHAOS\n" + EPHEMERAL + "\n"
+        "iptables -w -F CHAOS\n"
         + _cut_from("10.55.0.11") + "\n" + _cut_from("10.55.0.12")
     )
 
@@ -132,12 +126,33 @@ def test_one_way_partition_only_blocks_the_receiving_side(remotes: dict[str, Fak
     assert outcome.value["grudge"]["n1"] == [] and outcome.value["grudge"]["n2"] == ["n1"]
 
 
+def test_every_edge_of_a_two_way_grudge_is_enforced_at_its_receiver_by_direction(
+    remotes: dict[str, FakeRemote],
+) -> None:
+    grudge = g.isolate(FIVE, "n3")
+    outcome = shell.partition(remotes, grudge, ADDRESSES, "isolate")
+    assert outcome.applied
+    for node in FIVE:
+        rules = [line for line in remotes[node].commands[0].splitlines() if line.startswith("iptables -w -A")]
+        expected = [_cut_from(ADDRESSES[other]) for other in sorted(grudge[node])]
+        assert rules == expected, node
+        # Never a plain DROP of a whole source: that would cut the receiver's own connections too.
+        assert all("--ctdir ORIGINAL" in rule for rule in rules)
+
+
+def test_heal_flushes_exactly_the_chain_a_partition_filled(remotes: dict[str, FakeRemote]) -> None:
+    shell.partition(remotes, g.one_way("n1", ["n2"]), ADDRESSES, "one-way")
+    added = [line for line in remotes["n2"].commands[0].splitlines() if " -A " in line or " -I " in line]
+    assert all(" CHAOS" in line for line in added)
+    assert shell.heal(remotes).applied
+    assert "iptables -w -F CHAOS" in remotes["n2"].commands[-1]
+
+
 def test_a_cut_off_node_also_loses_the_replies_of_request_response_services() -> None:
     lines = shell.partition_commands(["10.55.0.11"], reply_ports=[7101, 7100, 7100])
-    assert lines[-3:] == [
+    assert lines[-2:] == [
         "iptables -w -A CHAOS -s 10.55.0.11 -p tcp -m multiport --sports 7100,7101 -j DROP",
-        'iptables -w -A CHAOS -s 10.55.0.11 -p tcp --dport "$ephemeral" -j RETURN',
-        "iptables -w -A CHAOS -s 10.55.0.11 -j DROP",
+        "iptables -w -A CHAOS -s 10.55.0.11 -m conntrack --ctdir ORIGINAL -j DROP",
     ]
     # The shell nemesis passes its reply ports to every partition it applies.
     remotes = {name: FakeRemote(name) for name in FIVE}
@@ -294,6 +309,18 @@ def test_clock_bump_writes_the_control_file_atomically_and_confirms_by_probe(
         "date +%s.%N",
     ]
     assert all(not remotes[n].writes for n in ("n3", "n4", "n5"))
+
+
+def test_a_clock_bump_of_the_leader_moves_the_clock_of_the_node_that_leads_now(
+    remotes: dict[str, FakeRemote],
+) -> None:
+    nemesis = ShellNemesis(remotes, ADDRESSES, pid_file=PID_FILE, faketime=FT)
+    outcome = nemesis.apply(fx.ClockBump(deltas={"leader": -42.0}), leader="n4")
+    assert outcome.error is None and outcome.value["offsets"] == {"n4": -42.0}
+    assert remotes["n4"].writes == [(FT.control_file, b"-42.000 x1\n", 0o644)]
+    assert all(not remotes[n].writes for n in ("n1", "n2", "n3", "n5"))
+    unresolved = nemesis.apply(fx.ClockBump(deltas={"leader": -42.0}), leader=None)
+    assert not unresolved.applied and "no leader is known" in unresolved.error
 
 
 def test_a_clock_the_probe_does_not_confirm_is_not_recorded_as_applied(
