@@ -50,6 +50,7 @@ from nemesis.generator import (
     CLOCK_PACKAGES,
     NemesisOptions,
     ScheduledFault,
+    check_cluster_size,
     parse_nemesis,
     schedule_from_jsonl,
 )
@@ -206,10 +207,11 @@ def valid_bugs() -> tuple[str, ...]:
 
 
 def check_names(
-    mode: str, modes: Sequence[str], bugs: Sequence[str], workload: str, nemesis: str
+    mode: str, modes: Sequence[str], bugs: Sequence[str], workload: str, nemesis: str, nodes: int
 ) -> tuple[str, ...]:
-    """Check a test's mode (among ``modes``), bugs (for that mode), workload and nemesis packages, for
-    container and simulated runs alike; return the packages. :class:`ConfigError` with one sentence."""
+    """Check a test's mode (among ``modes``), bugs (for that mode), workload and nemesis packages (for a
+    cluster of ``nodes``), for container and simulated runs alike; return the packages.
+    :class:`ConfigError` with one sentence."""
     if mode not in modes:
         raise ConfigError(f"unknown mode {mode!r}; valid: {', '.join(modes)}")
     from cluster.core.bugs import validate_bugs
@@ -221,9 +223,11 @@ def check_names(
     if workload not in workload_names():
         raise ConfigError(f"unknown workload {workload!r}; valid: {', '.join(workload_names())}")
     try:
-        return parse_nemesis(nemesis)
+        packages = parse_nemesis(nemesis)
+        check_cluster_size(packages, nodes)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    return packages
 
 
 def compose(spec: TestSpec) -> Composition:
@@ -233,7 +237,7 @@ def compose(spec: TestSpec) -> Composition:
     """
     if spec.db not in DBS:
         raise ConfigError(f"unknown db {spec.db!r}; valid: {', '.join(DBS)}")
-    packages = check_names(spec.mode, valid_modes(), spec.bugs, spec.workload, spec.nemesis)
+    packages = check_names(spec.mode, valid_modes(), spec.bugs, spec.workload, spec.nemesis, spec.nodes)
     if spec.platform not in PLATFORMS:
         raise ConfigError(f"unknown platform {spec.platform!r}; valid: {', '.join(PLATFORMS)}")
     if spec.platform == "ssh" and not spec.hosts:

@@ -304,6 +304,16 @@ def parse_nemesis(spec: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(n for n in PACKAGES if n in wanted)
 
 
+def check_cluster_size(packages: Iterable[str], nodes: int) -> None:
+    """Raise ``ValueError`` (one sentence) if a package needs more nodes than the cluster has."""
+    for name in packages:
+        if nodes < PACKAGES[name].min_nodes:
+            raise ValueError(
+                f"nemesis {name} needs at least {PACKAGES[name].min_nodes} nodes, got {nodes}: "
+                f"use --nodes {PACKAGES[name].min_nodes} or more, or drop {name} from --nemesis"
+            )
+
+
 def generate_schedule(
     packages: str | Iterable[str],
     nodes: Sequence[str],
@@ -323,11 +333,7 @@ def generate_schedule(
         raise ValueError("the nemesis needs at least one node")
     if isinstance(time_limit, bool) or not isinstance(time_limit, int | float) or time_limit < 0:
         raise ValueError(f"time limit must be a non-negative number of seconds, not {time_limit!r}")
-    for name in names:
-        if len(cluster) < PACKAGES[name].min_nodes:
-            raise ValueError(
-                f"nemesis {name} needs at least {PACKAGES[name].min_nodes} nodes, got {len(cluster)}"
-            )
+    check_cluster_size(names, len(cluster))
     streams = {name: random.Random(rng.getrandbits(64)) for name in PACKAGES}
     schedule: list[ScheduledFault] = []
     for name in names:

@@ -184,7 +184,7 @@ class Composition:
 
 def compose(spec: SimSpec) -> Composition:
     """Check every name and number of ``spec``; raises :class:`ConfigError` with one sentence."""
-    packages = check_names(spec.mode, tuple(sim_modes()), spec.bugs, spec.workload, spec.nemesis)
+    packages = check_names(spec.mode, tuple(sim_modes()), spec.bugs, spec.workload, spec.nemesis, spec.nodes)
     if spec.fsync not in FSYNC_POLICIES:
         raise ConfigError(f"unknown fsync policy {spec.fsync!r}; valid: {', '.join(FSYNC_POLICIES)}")
     if not 1 <= spec.nodes <= 99:

@@ -24,6 +24,7 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
     [
         (["--workload", "bank"], "unknown workload 'bank'; valid: register, queue"),
         (["--nemesis", "partition,flood"], "unknown nemesis flood; valid: partition, kill, pause, clock, loss, latency"),
+        (["--nemesis", "leader-clock", "--nodes", "2"], "nemesis leader-clock needs at least 3 nodes, got 2"),
         (["--bug", "off-by-one"], "unknown bug 'off-by-one'; valid bugs: ack-before-commit,"),
         (["--mode", "paxos"], "unknown mode 'paxos'; valid: blazingmq, raft"),
         (["--db", "etcd"], "unknown db 'etcd'; valid: cluster"),
