@@ -7,7 +7,7 @@
 # FROM it. The bootstrap is skipped when $LOCAL_BASE already exists (delete that image to redo it).
 #
 # After the build, a container of the image (with NET_ADMIN) must be able to add and remove an iptables
-# rule; if Debian's default iptables backend does not work on this kernel, the image is rebuilt with the
+# rule with the conntrack match (one-way partitions); if Debian's default iptables backend does not work on this kernel, the image is rebuilt with the
 # other one (legacy / nft).
 #
 # Usage: scripts/build-image.sh [--tag IMAGE]
@@ -90,10 +90,12 @@ build() {
     -t "$IMAGE" -f docker/node.Dockerfile docker >/dev/null
 }
 
-# A node must be able to install and remove a DROP rule (partitions); 203.0.113.1 is TEST-NET-3.
+# A node must be able to install and remove the rule a one-way partition uses, a DROP by conntrack
+# direction (nemesis/shell.py, partition_commands; needs the kernel's xt_conntrack); 203.0.113.1 is TEST-NET-3.
 iptables_works() {
   docker run --rm --network none --cap-add NET_ADMIN --entrypoint /bin/sh "$IMAGE" -c \
-    'iptables -A INPUT -s 203.0.113.1 -j DROP && iptables -D INPUT -s 203.0.113.1 -j DROP' >/dev/null 2>&1
+    'rule="INPUT -s 203.0.113.1 -m conntrack --ctdir ORIGINAL -j DROP"; iptables -A $rule && iptables -D $rule' \
+    >/dev/null 2>&1
 }
 
 previous=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
@@ -103,7 +105,7 @@ if ! iptables_works; then
   [ "$IPTABLES_BACKEND" = legacy ] && other=nft
   log "iptables-$IPTABLES_BACKEND does not work in a container on this kernel; trying iptables-$other"
   build "$other"
-  iptables_works || die "neither iptables-nft nor iptables-legacy can add a rule in a container on this kernel (kernel $(uname -r)); partitions need one of them"
+  iptables_works || die "neither iptables-nft nor iptables-legacy can add a rule in a container on this kernel (kernel $(uname -r)); partitions need one of them, with the conntrack match (xt_conntrack)"
 fi
 current=$(docker image inspect -f '{{.Id}}' "$IMAGE")
 if [ -n "$previous" ] && [ "$previous" != "$current" ]; then
