@@ -36,6 +36,7 @@ from harness.run import (
     RunResult,
     TestSpec,
     compose,
+    core_node_args,
     reproduce,
     run,
     valid_modes,
@@ -46,6 +47,7 @@ from harness.subcommand import (
     EXIT_CRASH,
     VERDICT_WORDS,
     CommandParser,
+    core_setting,
     count,
     fault_packages,
     print_checker_verdicts,
@@ -84,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd.add_argument("--nemesis-interval", type=seconds, default=10.0,
                          help="mean seconds between nemesis operations (default 10)")
     run_cmd.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
+    run_cmd.add_argument("--core", action="append", default=[], type=core_setting, metavar="NAME=VALUE",
+                         help="NodeConfig setting for every node, e.g. leader_quorum_timeout=0 (repeatable)")
     run_cmd.add_argument("--name", default=None, help="test name in the store (default from the options)")
     run_cmd.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
 
@@ -127,6 +131,7 @@ def spec_from_args(args: argparse.Namespace) -> TestSpec:
         op_timeout=args.op_timeout,
         nemesis_interval=args.nemesis_interval,
         rate=args.rate,
+        node_args=core_node_args(dict(args.core)),
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import shlex
@@ -73,6 +74,15 @@ EXIT_CRASH = 255
 class ConfigError(ValueError):
     """The test cannot be composed (a bad name, a missing capability, a missing engine): one sentence
     that says what is wrong and what to do. The CLI exits 254 with it."""
+
+
+CORE_OPTION = "--core-option"
+"""The node's flag for one ``NodeConfig`` setting (``cluster.node``)."""
+
+
+def core_node_args(core: Mapping[str, Any]) -> tuple[str, ...]:
+    """``--core-option NAME=JSON`` pairs for the node command line, one per setting, in name order."""
+    return tuple(arg for name in sorted(core) for arg in (CORE_OPTION, f"{name}={json.dumps(core[name])}"))
 
 
 def rng_for(seed: int, purpose: str) -> random.Random:
@@ -138,6 +148,13 @@ class TestSpec:
             argv += ["--hosts", self.hosts]
         if self.store != "store":
             argv += ["--store", self.store]
+        if self.nemesis_interval != 10.0:
+            argv += ["--nemesis-interval", f"{self.nemesis_interval:g}"]
+        if self.op_timeout != 5.0:
+            argv += ["--op-timeout", f"{self.op_timeout:g}"]
+        for flag, setting in zip(self.node_args[::2], self.node_args[1::2], strict=False):
+            if flag == CORE_OPTION:
+                argv += ["--core", setting]
         return shlex.join(argv)
 
     def to_json(self) -> dict[str, Any]:
@@ -257,6 +274,7 @@ def compose(spec: TestSpec) -> Composition:
         except FileNotFoundError as exc:
             raise ConfigError(f"the {clocks[0]} nemesis needs libfaketime: {exc}") from None
         faketime = FakeTime()
+    _check_core_settings(spec.node_args)
     db = ClusterDB(spec.mode, spec.bugs, node_args=spec.node_args, faketime=faketime, seed=spec.seed)
     try:
         check_capabilities(db, packages, leader_targets=True)
@@ -268,6 +286,17 @@ def compose(spec: TestSpec) -> Composition:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return Composition(spec, db, packages, node_names, workload, faketime)
+
+
+def _check_core_settings(node_args: Sequence[str]) -> None:
+    """Refuse, before anything is deployed, a ``--core`` setting the node would refuse at start."""
+    from cluster.core.config import NodeConfig
+
+    known = {f.name for f in fields(NodeConfig)}
+    for flag, setting in zip(node_args[::2], node_args[1::2], strict=False):
+        name = setting.partition("=")[0]
+        if flag == CORE_OPTION and name not in known:
+            raise ConfigError(f"unknown node setting {name!r} (--core); valid: {', '.join(sorted(known))}")
 
 
 def generate_schedule(comp: Composition) -> tuple[ScheduledFault, ...]:

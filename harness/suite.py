@@ -35,10 +35,8 @@ that was expected valid, or a known bug was missed; else 2 if a run is unknown o
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import random
-import shlex
 import socket
 import time
 import tomllib
@@ -468,22 +466,13 @@ def test_spec(case: Case, store: str) -> Any:
         if options.pop("hosts", None) is not None:
             raise ValueError("the sim platform takes no hosts file")
         return SimSpec(**common, **options, core=core)
-    from harness.run import TestSpec
+    from harness.run import TestSpec, core_node_args
 
-    node_args = tuple(arg for name, value in core.items() for arg in ("--core-option", f"{name}={json.dumps(value)}"))
+    node_args = core_node_args(core)
     # The suite's verdicts come from its one Spark analysis (with the suite's key_timeout); the checks
     # `harness run` makes on its own only give each run a results.json until then, so they get a short
     # budget instead of two minutes of a linearizability search that Spark repeats anyway.
     return TestSpec(**common, **options, node_args=node_args, check_timeout=RUN_CHECK_TIMEOUT)
-
-
-def reproduce_command(spec: Any, run_dir: Path | None) -> str:
-    """The command that runs a case again: ``harness run ...``, or, for a case with ``node_args`` (which
-    ``harness run`` has no option for), ``harness reproduce`` of its stored run, which replays the
-    stored spec and schedule, node options included."""
-    if getattr(spec, "node_args", ()) and run_dir is not None:
-        return shlex.join(["harness", "reproduce", str(run_dir)])
-    return spec.command()
 
 
 def compose_case(case: Case, store: str) -> None:
@@ -521,7 +510,7 @@ def run_case(case: Case, store: str) -> CaseRun:
         )
     return CaseRun(
         run_dir=result.run_dir,
-        command=reproduce_command(spec, result.run_dir),
+        command=spec.command(),
         error=getattr(result, "error", None) or (result.results or {}).get("error"),
         seconds=time.monotonic() - started,
     )

@@ -18,7 +18,6 @@ arguments, 255 the harness failed (a replay that is not byte-identical is such a
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +49,7 @@ from harness.sim.run import (
 )
 from harness.subcommand import (
     EXIT_CRASH,
+    core_setting,
     count_or_zero,
     fault_packages,
     print_checker_verdicts,
@@ -58,17 +58,6 @@ from harness.subcommand import (
     verdict_line,
 )
 from workloads.generator import workload_names
-
-
-def _core_override(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. scouting=false)")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return key.strip(), value
 
 
 def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -108,7 +97,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--client-start", default="spread", choices=("spread", "first"),
                         help="a new client's first node: spread (process p -> node p mod n, default) or first (n1, "
                         "as cluster.client)")
-    parser.add_argument("--core", dest="core", action="append", default=[], type=_core_override, metavar="KEY=VALUE",
+    parser.add_argument("--core", dest="core", action="append", default=[], type=core_setting, metavar="KEY=VALUE",
                         help="NodeConfig override for every node, e.g. scouting=false (repeatable)")
     parser.add_argument("--store", default="store", help="store directory (default ./store)")
     parser.add_argument("--name", default=None, help="test name in the store (default from the options)")

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from harness import cli
 from harness.interpreter import RunStats
-from harness.run import TestSpec
+from harness.run import TestSpec, core_node_args
 
 
 def _run(capsys, *argv: str) -> tuple[int, str]:
@@ -35,6 +35,8 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
         (["--concurrency", "-3"], "argument --concurrency: '-3' must be at least 1"),
         (["--rate", "-1"], "argument --rate: '-1' must not be negative"),
         (["--seed", "x"], "argument --seed: invalid int value: 'x'"),
+        (["--core", "scouting"], "argument --core: 'scouting' is not NAME=VALUE (e.g. scouting=false)"),
+        (["--core", "bogus=1"], "unknown node setting 'bogus' (--core); valid: "),
     ],
 )
 def test_bad_run_arguments_exit_254_and_say_what_is_valid(capsys, tmp_path, argv, expected) -> None:
@@ -83,6 +85,12 @@ def test_the_stored_command_parses_back_to_the_same_spec() -> None:
     spec = TestSpec(
         seed=42, mode="raft", nodes=3, workload="queue", nemesis=("partition", "clock"), time_limit=15.5,
         concurrency=4, bugs=("ack-before-commit", "no-dedup"), store="/tmp/s", rate=None,
+        nemesis_interval=2.5, op_timeout=1.0,
+        node_args=core_node_args({"scouting": False, "leader_quorum_timeout": 0}),
+    )
+    # Every setting that changes the run is on the command line, node settings included.
+    assert spec.command().endswith(
+        " --nemesis-interval 2.5 --op-timeout 1 --core leader_quorum_timeout=0 --core scouting=false"
     )
     argv = shlex.split(spec.command())
     assert argv[:2] == ["harness", "run"]
