@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.core.bugs import KNOWN_BUGS
-from cluster.core.config import NodeConfig
+from cluster.core.config import NodeConfig, check_settings
 from cluster.core.controller import Controller, ControllerConfig, recover_controller
 from cluster.core.election import ELECTIONS
 from cluster.core.election.fluvio import CONTROLLER_ID
@@ -241,10 +241,17 @@ def parse_options(argv: Sequence[str]) -> NodeOptions:
             core[name.strip()] = json.loads(text)
         except ValueError:
             core[name.strip()] = text
+    # fsync is a setting like the others; --fsync is its older spelling (a setting given both ways wins).
+    fsync = core.pop("fsync", args.fsync)
+    if not args.controller:
+        try:
+            check_settings(core, args.mode)
+        except ValueError as exc:
+            raise ConfigError(f"--core-option: {exc}") from None
     data_dir = os.path.abspath(args.data_dir)
     options = NodeOptions(
         node_id=node_id, listen=listen, peers=peers, data_dir=data_dir, mode=args.mode,
-        bugs=tuple(args.bugs), fsync=args.fsync, seed=args.seed,
+        bugs=tuple(args.bugs), fsync=fsync, seed=args.seed,
         journal=os.path.abspath(args.journal) if args.journal else os.path.join(data_dir, JOURNAL_FILE),
         log_file=os.path.abspath(args.log_file) if args.log_file else os.path.join(data_dir, "node.log"),
         pid_file=os.path.abspath(args.pid_file) if args.pid_file else None,

@@ -25,29 +25,23 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from checkers.registry import CHECKERS
 from checkers.verdict import exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
+from harness.compose import compose
+from harness.db.plugin import DBPlugin, PluginError, installed, load_plugin
 from harness.interpreter import RunStats
 from harness.report.cli import add_report_parser, add_serve_parser
-from harness.run import (
-    DBS,
-    PLATFORMS,
-    ConfigError,
-    RunResult,
-    TestSpec,
-    compose,
-    core_node_args,
-    reproduce,
-    run,
-    valid_modes,
-)
+from harness.reproduce import reproduce
+from harness.run import RunResult, run
 from harness.sim.cli import add_simulate_parser
+from harness.spec import LIMITS, PLATFORMS, ConfigError, TestSpec
 from harness.store import StoreError
 from harness.subcommand import (
     EXIT_CRASH,
     VERDICT_WORDS,
     CommandParser,
-    core_setting,
+    UsageError,
     count,
     fault_packages,
     print_checker_verdicts,
@@ -56,40 +50,52 @@ from harness.subcommand import (
     seconds,
     verdict_line,
 )
+from nemesis.generator import nemesis_names
 from workloads.generator import workload_names
 
 ANALYSES = ("spark", "direct")
+EXIT_BAD_CONFIG = 254
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
+    """The command line; ``plugin`` (the ``--db`` of ``harness run``, loaded first) adds its options' flags."""
     parser = CommandParser(prog="harness", description="Jepsen-style chaos tests of leader-based replicated systems.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser, metavar="COMMAND")
 
-    run_cmd = commands.add_parser("run", help="deploy a cluster, run a seeded workload under faults, judge it",
+    run_cmd = commands.add_parser("run", help="deploy a system, run a seeded workload under faults, judge it",
+                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                   description="Run one chaos test and store it (history, journals, verdict).")
-    run_cmd.add_argument("--db", default="cluster", help=f"system under test ({', '.join(DBS)})")
-    run_cmd.add_argument("--mode", default="blazingmq", help=f"election mode ({', '.join(valid_modes())})")
+    dbs = ", ".join(installed()) or "none installed"
+    run_cmd.add_argument("--db", required=True, metavar="NAME",
+                         help=f"the system under test: an installed DB plugin ({dbs}) or package.module:factory")
+    run_cmd.add_argument("--db-opt", dest="db_opts", action="append", default=[], metavar="NAME=VALUE",
+                         help="an option of the DB adapter (repeatable); harness dbs lists each DB's options")
     run_cmd.add_argument("--nodes", type=count, default=5, help="number of nodes (default 5)")
     run_cmd.add_argument("--workload", default="register", help=f"workload ({', '.join(workload_names())})")
     run_cmd.add_argument("--nemesis", default="partition,kill,pause,clock",
-                         help="comma-separated fault packages, or none (default partition,kill,pause,clock)")
-    run_cmd.add_argument("--time-limit", type=seconds, default=60.0, help="seconds of chaos (default 60)")
+                         help=f"comma-separated fault packages, or none (default partition,kill,pause,clock); "
+                              f"packages: {', '.join(nemesis_names())}")
+    run_cmd.add_argument("--time-limit", type=seconds, default=60.0,
+                         help=f"seconds of chaos (default 60, at most {LIMITS['time_limit'].maximum:g})")
     run_cmd.add_argument("--concurrency", type=count, default=10, help="client processes (default 10)")
     run_cmd.add_argument("--seed", type=int, default=None, help="the run's seed (default: random, printed)")
-    run_cmd.add_argument("--bug", dest="bugs", action="append", default=[], metavar="NAME",
-                         help="switch on a known bug on every node (repeatable)")
-    run_cmd.add_argument("--platform", default="docker", help=f"where the nodes run ({', '.join(PLATFORMS)})")
+    run_cmd.add_argument("--platform", default="docker", help=f"where the nodes run ({', '.join(PLATFORMS[:2])})")
     run_cmd.add_argument("--hosts", default=None, help="ssh platform: file of nodes and hosts")
+    run_cmd.add_argument("--image", default=None,
+                         help="docker platform: the node image (default: the adapter's own, else chaos-node:latest)")
     run_cmd.add_argument("--store", default="store", help="store directory (default ./store)")
     run_cmd.add_argument("--rate", type=rate, default=10.0,
                          help="operations per second per client process (0: as fast as possible; default 10)")
     run_cmd.add_argument("--nemesis-interval", type=seconds, default=10.0,
-                         help="mean seconds between nemesis operations (default 10)")
+                         help=f"mean seconds between nemesis operations (default 10, at least "
+                              f"{LIMITS['nemesis_interval'].minimum:g})")
     run_cmd.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
-    run_cmd.add_argument("--core", action="append", default=[], type=core_setting, metavar="NAME=VALUE",
-                         help="NodeConfig setting for every node, e.g. leader_quorum_timeout=0 (repeatable)")
+    run_cmd.add_argument("--checkers", default=None, metavar="NAMES",
+                         help=f"comma-separated subset of the workload's checkers ({', '.join(CHECKERS)})")
     run_cmd.add_argument("--name", default=None, help="test name in the store (default from the options)")
     run_cmd.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
+    if plugin is not None:
+        _add_plugin_flags(run_cmd, plugin)
 
     repro = commands.add_parser("reproduce", help="re-run a stored run's spec and schedule",
                                 description="Re-run a stored test with its spec and nemesis schedule and "
@@ -98,11 +104,16 @@ def _parser() -> argparse.ArgumentParser:
     repro.add_argument("--times", type=count, default=1, help="how many replays (default 1)")
     repro.add_argument("--store", default=None, help="store the replays here (default: the original's store)")
     repro.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
-    run_cmd.set_defaults(handler=_cmd_run)
+    run_cmd.set_defaults(handler=_cmd_run, plugin=plugin)
     repro.set_defaults(handler=_cmd_reproduce)
     for command in (run_cmd, repro):
         command.add_argument("--analysis", choices=ANALYSES, default="spark",
                              help="judge through the Spark pipeline (default) or the checkers directly")
+
+    dbs_cmd = commands.add_parser("dbs", help="list the installed DB adapters and their options",
+                                  description="List the DB plugins harness run --db can load, with their options.")
+    dbs_cmd.add_argument("names", nargs="*", metavar="NAME", help="only these (names or package.module:factory)")
+    dbs_cmd.set_defaults(handler=_cmd_dbs)
 
     add_analyze_parser(commands)
     add_suite_parser(commands)
@@ -112,18 +123,44 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def spec_from_args(args: argparse.Namespace) -> TestSpec:
-    nemesis = fault_packages(args.nemesis)
+def _add_plugin_flags(command: argparse.ArgumentParser, plugin: DBPlugin) -> None:
+    """The plugin's options in ``--help``, and the shortcut flags they declare (``--mode raft``)."""
+    group = command.add_argument_group(
+        f"options of the {plugin.name} DB (--db-opt NAME=VALUE, or the flag shown)",
+        "\n".join(option.describe() for option in plugin.options) or "none",
+    )
+    for option in plugin.options:
+        if option.flag:
+            group.add_argument(option.flag, dest=f"db_flag_{option.name}", action="append", default=[],
+                               metavar="VALUE", help=option.help)
+
+
+def db_options_from_args(args: argparse.Namespace, plugin: DBPlugin) -> dict:
+    """The DB options given on the command line: ``--db-opt`` pairs and the plugin's shortcut flags."""
+    raw = plugin.parse_args(args.db_opts)
+    for option in plugin.options:
+        for text in getattr(args, f"db_flag_{option.name}", []) or []:
+            plugin.add_text(raw, option.name, text)
+    return raw
+
+
+def spec_from_args(args: argparse.Namespace, plugin: DBPlugin | None = None) -> TestSpec:
+    """The spec of ``harness run``'s arguments; the DB options parsed with the plugin's declarations."""
+    plugin = plugin if plugin is not None else args.plugin
+    try:
+        db_options = db_options_from_args(args, plugin) if plugin is not None else {}
+    except PluginError as exc:
+        raise ConfigError(str(exc)) from None
+    checkers = None if args.checkers is None else tuple(n.strip() for n in args.checkers.split(",") if n.strip())
     return TestSpec(
         seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
         db=args.db,
-        mode=args.mode,
         nodes=args.nodes,
         workload=args.workload,
-        nemesis=nemesis,
+        nemesis=fault_packages(args.nemesis),
         time_limit=args.time_limit,
         concurrency=args.concurrency,
-        bugs=tuple(args.bugs),
+        db_options=db_options,
         platform=args.platform,
         hosts=args.hosts,
         store=args.store,
@@ -131,7 +168,8 @@ def spec_from_args(args: argparse.Namespace) -> TestSpec:
         op_timeout=args.op_timeout,
         nemesis_interval=args.nemesis_interval,
         rate=args.rate,
-        node_args=core_node_args(dict(args.core)),
+        image=args.image,
+        checkers=checkers,
     )
 
 
@@ -218,8 +256,8 @@ def _print_result(console: Console, result: RunResult) -> None:
 
 def _cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
     spec = spec_from_args(args)
-    compose(spec)  # bad names and missing capabilities are reported before anything is printed or stored
-    console.print(f"harness run: seed [bold]{spec.seed}[/] ({spec.command()})")
+    comp = compose(spec)  # bad names and missing capabilities are reported before anything is printed or stored
+    console.print(f"harness run: seed [bold]{spec.seed}[/] ({comp.command()})")
 
     def action(stats: RunStats) -> RunResult:
         return run(spec, stats=stats, on_stored=lambda path: console.print(f"storing the run in {path}"))
@@ -229,6 +267,27 @@ def _cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
         _analyze(console, result)
     _print_result(console, result)
     return result.exit_code
+
+
+def _cmd_dbs(args: argparse.Namespace, console: Console, err: Console) -> int:
+    """``harness dbs``: each installed plugin (or each named one), its summary and its options."""
+    names = list(args.names) or list(installed())
+    if not names:
+        console.print("no DB plugin is installed (docs/db-adapter.md: harness new-db NAME starts one)")
+        return 0
+    failed = False
+    for name in names:
+        try:
+            plugin = load_plugin(name)
+        except PluginError as exc:
+            err.print(f"{name}: {exc}", markup=False, highlight=False)
+            failed = True
+            continue
+        console.print(Text.assemble((plugin.name, "bold"), f"  {plugin.summary}"))
+        for option in plugin.options:
+            flag = f"  (flag {option.flag})" if option.flag else ""
+            console.print(Text(f"    --db-opt {option.describe()}{flag}"))
+    return EXIT_BAD_CONFIG if failed else 0
 
 
 def _analyze(console: Console, result: RunResult) -> None:
@@ -255,7 +314,7 @@ def _analyze(console: Console, result: RunResult) -> None:
 
 
 def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> int:
-    from harness.run import load_stored
+    from harness.reproduce import load_stored
 
     run_dir, spec, schedule, failing = load_stored(args.run_dir)
     console.print(f"reproducing {run_dir.path} (seed {spec.seed}, {len(schedule)} scheduled faults) "
@@ -293,9 +352,29 @@ def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> 
     return 0 if codes else 2
 
 
+def _db_argument(argv: Sequence[str]) -> str | None:
+    """The value of ``harness run``'s ``--db`` in ``argv``, if it is there (read before parsing, so that
+    the plugin's options can be part of the parser)."""
+    if not argv or argv[0] != "run":
+        return None
+    for i, word in enumerate(argv):
+        if word == "--":
+            return None
+        if word == "--db" and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith("--db="):
+            return word.partition("=")[2]
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(_parser(), argv, bad_input=(ConfigError, StoreError))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    argv = list(sys.argv[1:] if argv is None else argv)
+    plugin = None
+    name = _db_argument(argv)
+    if name is not None:
+        try:
+            plugin = load_plugin(name)
+        except PluginError as exc:
+            Console(stderr=True, soft_wrap=True).print(f"harness run: {exc}", markup=False, highlight=False)
+            return EXIT_BAD_CONFIG
+    return run_command(_parser(plugin), argv, bad_input=(ConfigError, StoreError, PluginError, UsageError))

@@ -111,6 +111,8 @@ class WorkloadClient(Protocol):
 ClientFactory = Callable[[int], Awaitable[WorkloadClient]]
 StatusProbe = Callable[[str, float], Awaitable[Mapping[str, Any]]]
 """``await probe(node, timeout)``: that node's status, or raises (``StatusError``, ``TimeoutError``, ...)."""
+CatchUpProbe = Callable[[str, float], Awaitable[bool]]
+"""``await caught_up(node, timeout)``: whether the node holds everything committed (``harness.db.CatchUp``)."""
 
 
 class ScheduledFault(Protocol):
@@ -273,6 +275,8 @@ class RunStats:
     term: int | None = None
     recovered: bool | None = None
     final_ops: Counter[str] = field(default_factory=Counter)
+    final_skipped: list[str] = field(default_factory=list)
+    """Nodes that got no final operations because they never caught up (``harness.db.CatchUp``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -285,6 +289,7 @@ class RunStats:
             "fault_errors": list(self.fault_errors),
             "recovered": self.recovered,
             "final_ops": dict(self.final_ops),
+            "final_skipped": list(self.final_skipped),
         }
 
 
@@ -302,6 +307,7 @@ class Interpreter:
         nemesis: NemesisDriver | None = None,
         schedule: Iterable[ScheduledFault] = (),
         status: StatusProbe | None = None,
+        caught_up: CatchUpProbe | None = None,
         clock: Callable[[], float] | None = None,
         stats: RunStats | None = None,
     ) -> None:
@@ -315,6 +321,7 @@ class Interpreter:
         if self.schedule and nemesis is None:
             raise ValueError("a fault schedule needs a nemesis driver to apply it")
         self.status = status
+        self.caught_up = caught_up
         self._clock = clock
         self.stats = stats if stats is not None else RunStats()
         self.view = ClusterView(self.nodes, self.clock)
@@ -566,8 +573,15 @@ class Interpreter:
         self.stats.recovered = True
 
     async def _final_phase(self) -> None:
-        """Every node gets the workload's final operations, one node after another, each on a new process."""
+        """Every node gets the workload's final operations, one node after another, each on a new process;
+        with a catch-up probe, only once the node says it has caught up (a node that does not within the
+        recovery timeout, counted from the start of this phase, is skipped and listed in the stats)."""
+        deadline = self.elapsed() + self.config.recovery_timeout
         for node in self.nodes:
+            if self.caught_up is not None and not await self._wait_caught_up(node, deadline):
+                log.warning("%s did not catch up within the recovery timeout; no final operations there", node)
+                self.stats.final_skipped.append(node)
+                continue
             process = self.new_process()
             client = await self.open_client(process)
             try:
@@ -601,6 +615,23 @@ class Interpreter:
                     pass
             finally:
                 await _close_quietly(client)
+
+
+    async def _wait_caught_up(self, node: str, deadline: float) -> bool:
+        """Ask ``node`` whether it has caught up until it says so or ``deadline`` (elapsed seconds) passes."""
+        assert self.caught_up is not None
+        while True:
+            try:
+                if await asyncio.wait_for(self.caught_up(node, self.config.status_timeout),
+                                          self.config.status_timeout + 1.0):
+                    return True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - not answering is not caught up
+                log.debug("catch-up probe of %s failed: %s", node, exc)
+            if self.elapsed() >= deadline:
+                return False
+            await asyncio.sleep(min(self.config.status_interval / 4, max(deadline - self.elapsed(), 0.0)))
 
 
 async def _close_quietly(client: WorkloadClient, timeout: float = 1.0) -> None:

@@ -93,7 +93,7 @@ def _number(text: str, kind: type[_N], what: str, acceptable: Callable[[_N], boo
     return value
 
 
-def core_setting(text: str) -> tuple[str, Any]:
+def core_setting(text: str) -> tuple[str, Any]:  # the simulator's --core (until it takes DB options)
     """``--core NAME=VALUE``: a ``NodeConfig`` setting for every node; VALUE is JSON where it parses
     (``false``, ``0``, ``[1, 2]``), else the text itself."""
     key, sep, raw = text.partition("=")
@@ -120,6 +120,8 @@ def print_checker_verdicts(console: Console, results: dict) -> None:
         valid: Valid = verdict.get("valid")
         console.print(Text.assemble((f"  {VERDICT_WORDS.get(valid, valid):8} ", VERDICT_STYLES.get(valid, "")),
                                     (f"{name}: ", "bold"), verdict.get("summary", "")))
+    for name, reason in (results.get("not_applicable") or {}).items():
+        console.print(Text.assemble(("  n/a      ", "dim"), (f"{name}: ", "bold"), str(reason)))
 
 
 def verdict_line(valid: Valid, details: str) -> Text:

@@ -4,25 +4,31 @@ A suite file is TOML::
 
     [suite]
     name = "nightly"            # the suite's directory under store/suites/
+    db = "cluster"              # the DB plugin every run tests (harness dbs lists them)
     time_limit = 60             # seconds of chaos per run (any run option below may be set here)
     seeds = [1, 2]              # or a count: that many random seeds, drawn once and recorded
     repetitions = 1             # runs per (case, seed): same schedule, other interleavings
 
     [[matrix]]                  # every combination of the lists below is one run per seed x repetition
-    modes = ["blazingmq", "raft"]      # or "all"
     workloads = ["register"]           # or "all"
     nemeses = ["partition", "kill,pause", "none"]   # each entry one run's packages; "all": each alone
-    bugs = ["none"]                    # each entry a bug, a list of bugs, or "none"; "all": each alone
-                                       # ("all" modes or bugs: each bug only in the modes it applies to)
+    modes = ["blazingmq", "raft"]      # an axis over the DB's option `mode` (the option's name + "s")
+    bugs = ["none"]                    # an axis over a repeatable option (`bug`): each entry a value, a
+                                       # list of values, or "none"; "all": each of its choices alone
+    core = {scouting = false}          # any option of the DB by its name: the same value in every run
     expect = "valid"                   # or "invalid": a known bug the checkers must catch
 
-Run options, in ``[suite]`` or per ``[[matrix]]``: ``time_limit``, ``nodes``, ``concurrency``, ``rate``,
-``op_timeout``, ``nemesis_interval``, ``platform`` (``docker``, ``ssh``, or ``sim``: the deterministic
-simulator, ``harness simulate``), ``hosts``, ``core`` (a table of ``NodeConfig`` overrides for every
-node, e.g. ``core = {scouting = false}``: ``--core-option`` on real nodes, the simulator's ``core``).
-An unknown key or a bad value is one sentence naming the file, the table and the key (exit 254), before
-any run starts: every expanded run is composed by the controller (or the simulator) first, so a bug that
-does not apply to a mode fails here, not at 3 a.m.
+Axes and option values come from the DB plugin's declared options (``harness.db.plugin``): a matrix key
+that is an option's name sets it; the option's name with an ``s`` is an axis of values to cross; an axis
+``"all"`` takes every choice the option declares, and then a combination the adapter refuses (a bug that
+does not exist in that mode) is skipped rather than an error.
+
+Run options, in ``[suite]`` or per ``[[matrix]]``: ``db``, ``time_limit``, ``nodes``, ``concurrency``,
+``rate``, ``op_timeout``, ``nemesis_interval``, ``platform`` (``docker``, ``ssh``, or ``sim``: the
+deterministic simulator, ``harness simulate``), ``hosts``. An unknown key or a bad value is one sentence
+naming the file, the table and the key (exit 254), before any run starts: every expanded run is composed
+by the controller (or the simulator) first, so a bug that does not apply to a mode fails here, not at 3
+a.m.
 
 :func:`run_suite` runs the cases one after another through :func:`run_case` (the one place that calls
 the controller, or the simulator for ``platform = "sim"``), continues after failures, analyses every
@@ -50,6 +56,7 @@ from xml.etree import ElementTree
 from checkers.verdict import UNKNOWN, Valid
 from harness.analysis.dataset import SUITES_DIR
 from harness.analysis.discovery import SUITE_JSON, RunSelection, StoredRun
+from harness.db.plugin import DBPlugin, Option, PluginError, load_plugin
 from harness.report.publish import write_suite_page_safely
 from harness.store import TIMESTAMP_FORMAT, stamped_directory, write_json
 
@@ -57,6 +64,7 @@ EXPECTATIONS = ("valid", "invalid")
 ALL = "all"
 SUITE_KEYS = ("name", "description", "store", "seeds", "repetitions", "key_timeout")
 RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
+    "db": str,
     "time_limit": (int, float),
     "nodes": int,
     "concurrency": int,
@@ -65,12 +73,11 @@ RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "nemesis_interval": (int, float),
     "platform": str,
     "hosts": str,
-    "core": dict,
 }
 PLATFORM_SIM = "sim"
 RUN_CHECK_TIMEOUT = 10.0
 """Seconds each container run's own linearizability check may take inside a suite (Spark judges)."""
-MATRIX_KEYS = ("modes", "workloads", "nemeses", "bugs", "seeds", "repetitions", "expect", "name")
+MATRIX_KEYS = ("workloads", "nemeses", "seeds", "repetitions", "expect", "name")
 DEFAULT_TIME_LIMIT = 60.0
 JUNIT = "junit.xml"
 SUMMARY = "summary.json"
@@ -82,13 +89,18 @@ class SuiteError(ValueError):
 
 @dataclass(frozen=True)
 class Case:
-    """One run of a suite: what to run, how often it has run before, and what it must show."""
+    """One run of a suite: what to run, how often it has run before, and what it must show.
+
+    ``db_options`` are the options this run gives its DB (the axes' values and the fixed ones);
+    ``label`` is how the adapter names them (``raft bug-vote-twice``: its test-name parts).
+    """
 
     index: int
-    mode: str
+    db: str
+    db_options: Mapping[str, Any]
+    label: str
     workload: str
     nemesis: tuple[str, ...]
-    bugs: tuple[str, ...]
     seed: int
     repetition: int
     time_limit: float
@@ -100,16 +112,14 @@ class Case:
     def name(self) -> str:
         """The JUnit test case name: unique within the suite."""
         nemesis = ",".join(self.nemesis) or "none"
-        bugs = ",".join(self.bugs) or "none"
         where = f" platform={self.options['platform']}" if self.options.get("platform") else ""
-        return (
-            f"{self.mode} {self.workload} nemesis={nemesis} bugs={bugs} seed={self.seed} rep={self.repetition}"
-            + where
-        )
+        label = f" {self.label}" if self.label else ""
+        return f"{self.db}{label} {self.workload} nemesis={nemesis} seed={self.seed} rep={self.repetition}" + where
 
     @property
     def classname(self) -> str:
-        return f"{self.group or 'suite'}.{self.mode}.{self.workload}"
+        first = self.label.split()[0] if self.label else self.db
+        return f"{self.group or 'suite'}.{first}.{self.workload}"
 
 
 @dataclass(frozen=True)
@@ -169,13 +179,6 @@ def _check_keys(path: Path, table: str, data: Mapping[str, Any], allowed: Iterab
 
 def _option(path: Path, table: str, key: str, value: Any) -> Any:
     expected = RUN_OPTIONS[key]
-    if expected is dict:
-        if not isinstance(value, dict) or not value:
-            raise SuiteError(
-                f"{_where(path, table)}: {key} must be a table of node settings like "
-                f"{{scouting = false}}, not {value!r}"
-            )
-        return dict(sorted(value.items()))
     if isinstance(value, bool) or not isinstance(value, expected):
         kind = "a string" if expected is str else "a whole number" if expected is int else "a number"
         raise SuiteError(f"{_where(path, table)}: {key} must be {kind}, not {value!r}")
@@ -226,27 +229,25 @@ def _nemeses(path: Path, table: str, value: Any, valid: Sequence[str]) -> list[t
     return found
 
 
-def _bugs(path: Path, table: str, value: Any, valid: Sequence[str]) -> list[tuple[str, ...]]:
-    """Each entry one run's bugs: a name, a list of names, or ``"none"``."""
+def _values(path: Path, table: str, key: str, value: Any, option: Option) -> list[Any]:
+    """An axis over ``option``: each entry one run's value. A repeatable option's entry is a value, a
+    list of values or ``"none"``; ``"all"`` is every choice the option declares (each alone)."""
     if value == ALL:
-        return [(name,) for name in valid]
-    entries = [value] if isinstance(value, str) else value
-    if not isinstance(entries, list) or not entries:
-        raise SuiteError(f'{_where(path, table)}: bugs must be a non-empty list or "all", not {value!r}')
+        if not option.choices:
+            raise SuiteError(f'{_where(path, table)}: {key} = "all" needs an option with declared choices')
+        return [[c] for c in option.choices] if option.repeatable else list(option.choices)
+    entries = value if isinstance(value, list) else [value]
+    if not entries:
+        raise SuiteError(f'{_where(path, table)}: {key} must be a non-empty list or "all", not {value!r}')
     found = []
     for entry in entries:
-        names = [entry] if isinstance(entry, str) else entry
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise SuiteError(
-                f"{_where(path, table)}: bugs entry {entry!r} must be a bug name or a list of them"
-            )
-        names = [n for n in names if n != "none"]
-        for name in names:
-            if name not in valid:
-                raise SuiteError(
-                    f"{_where(path, table)}: bugs: unknown bug {name!r}; valid: {', '.join(valid)} (or none)"
-                )
-        found.append(tuple(sorted(set(names))))
+        if option.repeatable:
+            names = [entry] if not isinstance(entry, list) else entry
+            entry = sorted({n for n in names if n != "none"}, key=str)
+        try:
+            found.append(option.check(entry))
+        except PluginError as exc:
+            raise SuiteError(f"{_where(path, table)}: {key}: {exc}") from None
     return found
 
 
@@ -274,29 +275,20 @@ def _repetitions(path: Path, table: str, value: Any) -> int:
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """The names a suite may use, from the controller's registries."""
+    """The names a suite may use: workloads and nemesis packages from the harness, and each DB's plugin
+    (its options), loaded by name when a suite names it."""
 
-    modes: tuple[str, ...]
     workloads: tuple[str, ...]
     nemeses: tuple[str, ...]
-    bugs: tuple[str, ...]
-    bug_modes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    plugins: Callable[[str], DBPlugin] = load_plugin
 
 
 def controller_vocabulary() -> Vocabulary:
-    """Modes, workloads, nemesis packages and known bugs as the controller knows them."""
-    from cluster.core.bugs import KNOWN_BUGS
-    from harness.run import valid_modes
+    """Workloads and nemesis packages as the controller knows them; DB plugins through their entry point."""
     from nemesis.generator import nemesis_names
     from workloads.generator import workload_names
 
-    return Vocabulary(
-        modes=tuple(valid_modes()),
-        workloads=tuple(workload_names()),
-        nemeses=tuple(nemesis_names()),
-        bugs=tuple(sorted(KNOWN_BUGS)),
-        bug_modes={name: tuple(bug.modes) for name, bug in KNOWN_BUGS.items()},
-    )
+    return Vocabulary(workloads=tuple(workload_names()), nemeses=tuple(nemesis_names()))
 
 
 def parse_suite(
@@ -347,14 +339,23 @@ def parse_suite(
         table = f"[[matrix]] #{number}"
         if not isinstance(entry, dict):
             raise SuiteError(f"{path}: {table} must be a table")
-        _check_keys(path, table, entry, (*MATRIX_KEYS, *RUN_OPTIONS))
-        for key in ("modes", "workloads"):
-            if key not in entry:
-                raise SuiteError(f'{_where(path, table)}: {key} is missing (a list of names, or "all")')
-        modes = _names(path, table, "modes", entry["modes"], vocabulary.modes)
+        options = {
+            **defaults,
+            **{key: _option(path, table, key, entry[key]) for key in RUN_OPTIONS if key in entry},
+        }
+        db = options.pop("db", None)
+        if db is None:
+            raise SuiteError(f"{_where(path, table)}: db is missing: name the DB plugin every run tests "
+                             "(in [suite] or here; harness dbs lists them)")
+        try:
+            plugin = vocabulary.plugins(db)
+        except PluginError as exc:
+            raise SuiteError(f"{_where(path, table)}: {exc}") from None
+        axes, fixed = _db_keys(path, table, entry, plugin)
+        if "workloads" not in entry:
+            raise SuiteError(f'{_where(path, table)}: workloads is missing (a list of names, or "all")')
         workloads = _names(path, table, "workloads", entry["workloads"], vocabulary.workloads)
         nemeses = _nemeses(path, table, entry.get("nemeses", "none"), vocabulary.nemeses)
-        bug_sets = _bugs(path, table, entry.get("bugs", "none"), vocabulary.bugs)
         seeds = _seeds(path, table, entry["seeds"], rng) if "seeds" in entry else suite_seeds
         repetitions = _repetitions(path, table, entry.get("repetitions", suite_repetitions))
         expect = entry.get("expect", "valid")
@@ -365,38 +366,37 @@ def parse_suite(
         group = entry.get("name", name)
         if not isinstance(group, str) or not group:
             raise SuiteError(f"{_where(path, table)}: name must be a non-empty string, not {group!r}")
-        options = {
-            **defaults,
-            **{key: _option(path, table, key, entry[key]) for key in RUN_OPTIONS if key in entry},
-        }
         time_limit = float(options.pop("time_limit", DEFAULT_TIME_LIMIT))
-        # "all" modes or bugs mean every combination that exists: a bug only in the modes it applies to.
-        lenient = entry.get("bugs") == ALL or entry["modes"] == ALL
-        for mode, workload, nemesis, bugs in itertools.product(modes, workloads, nemeses, bug_sets):
-            unfit = [b for b in bugs if mode not in vocabulary.bug_modes.get(b, (mode,))]
-            if unfit and lenient:
-                continue
-            if unfit:
-                raise SuiteError(
-                    f"{_where(path, table)}: bug {unfit[0]!r} applies only to mode "
-                    f"{', '.join(vocabulary.bug_modes[unfit[0]])}, not to mode {mode!r}; narrow modes or bugs"
-                )
-            for seed, repetition in itertools.product(seeds, range(1, repetitions + 1)):
-                cases.append(
-                    Case(
-                        index=len(cases),
-                        mode=mode,
-                        workload=workload,
-                        nemesis=nemesis,
-                        bugs=bugs,
-                        seed=seed,
-                        repetition=repetition,
-                        time_limit=time_limit,
-                        options=dict(options),
-                        expect=expect,
-                        group=group,
+        # An axis of "all" means every combination that exists: one the adapter refuses is skipped.
+        lenient = any(entry[key] == ALL for key in axes)
+        names = list(axes)
+        for values in itertools.product(*(axes[key][1] for key in names)):
+            given = {**fixed, **{axes[key][0].name: value for key, value in zip(names, values, strict=True)}}
+            try:
+                resolved = plugin.resolve(given)
+            except PluginError as exc:
+                if lenient:
+                    continue
+                raise SuiteError(f"{_where(path, table)}: {exc}; narrow the axes") from None
+            label = " ".join(plugin.test_name_parts(resolved))
+            for workload, nemesis in itertools.product(workloads, nemeses):
+                for seed, repetition in itertools.product(seeds, range(1, repetitions + 1)):
+                    cases.append(
+                        Case(
+                            index=len(cases),
+                            db=db,
+                            db_options=dict(given),
+                            label=label,
+                            workload=workload,
+                            nemesis=nemesis,
+                            seed=seed,
+                            repetition=repetition,
+                            time_limit=time_limit,
+                            options=dict(options),
+                            expect=expect,
+                            group=group,
+                        )
                     )
-                )
     if not cases:
         raise SuiteError(f"{path}: the matrix expands to no run; check modes and bugs")
     names = [c.name for c in cases]
@@ -413,6 +413,33 @@ def parse_suite(
         description=description,
         key_timeout=float(key_timeout) if key_timeout is not None else None,
     )
+
+
+def _db_keys(
+    path: Path, table: str, entry: Mapping[str, Any], plugin: DBPlugin
+) -> tuple[dict[str, tuple[Option, list[Any]]], dict[str, Any]]:
+    """The matrix keys that speak of the DB's options: axes (an option's name + ``s``: key -> (option,
+    values)) and fixed values (an option's name: name -> value). Any other unknown key is an error."""
+    axes: dict[str, tuple[Option, list[Any]]] = {}
+    fixed: dict[str, Any] = {}
+    by_name = {o.name: o for o in plugin.options}
+    for key, value in entry.items():
+        if key in MATRIX_KEYS or key in RUN_OPTIONS:
+            continue
+        if key in by_name:
+            try:
+                fixed[key] = by_name[key].check(value)
+            except PluginError as exc:
+                raise SuiteError(f"{_where(path, table)}: {exc}") from None
+        elif key.endswith("s") and key[:-1] in by_name:
+            axes[key] = (by_name[key[:-1]], _values(path, table, key, value, by_name[key[:-1]]))
+        else:
+            plural = ", ".join(f"{o.name}s" for o in plugin.options)
+            raise SuiteError(
+                f"{_where(path, table)}: unknown key {key!r}; known keys: {', '.join((*MATRIX_KEYS, *RUN_OPTIONS))}, "
+                f"and the {plugin.name} DB's options {', '.join(by_name) or 'none'} (axes: {plural or 'none'})"
+            )
+    return axes, fixed
 
 
 def load_suite(
@@ -445,17 +472,12 @@ def load_suite(
 
 
 def test_spec(case: Case, store: str) -> Any:
-    """The controller's ``TestSpec`` for a case, or the simulator's ``SimSpec`` for ``platform = "sim"``.
-
-    ``core`` settings reach real nodes as ``--core-option NAME=JSON`` (``cluster.node``)."""
+    """The controller's ``TestSpec`` for a case, or the simulator's ``SimSpec`` for ``platform = "sim"``."""
     options = dict(case.options)
-    core = options.pop("core", {})
     common = dict(
         seed=case.seed,
-        mode=case.mode,
         workload=case.workload,
         nemesis=case.nemesis,
-        bugs=case.bugs,
         time_limit=case.time_limit,
         store=store,
     )
@@ -465,25 +487,36 @@ def test_spec(case: Case, store: str) -> Any:
         options.pop("platform")
         if options.pop("hosts", None) is not None:
             raise ValueError("the sim platform takes no hosts file")
-        return SimSpec(**common, **options, core=core)
-    from harness.run import TestSpec, core_node_args
+        db_options = dict(case.db_options)
+        return SimSpec(**common, **options, mode=db_options.get("mode", "blazingmq"),
+                       bugs=tuple(db_options.get("bug", ())), core=db_options.get("core", {}))
+    from harness.spec import TestSpec
 
-    node_args = core_node_args(core)
     # The suite's verdicts come from its one Spark analysis (with the suite's key_timeout); the checks
     # `harness run` makes on its own only give each run a results.json until then, so they get a short
     # budget instead of two minutes of a linearizability search that Spark repeats anyway.
-    return TestSpec(**common, **options, node_args=node_args, check_timeout=RUN_CHECK_TIMEOUT)
+    return TestSpec(**common, **options, db=case.db, db_options=case.db_options, check_timeout=RUN_CHECK_TIMEOUT)
+
+
+def case_command(case: Case, store: str) -> str:
+    """The command line that runs the case again."""
+    spec = test_spec(case, store)
+    if case.options.get("platform") == PLATFORM_SIM:
+        return spec.command()
+    from harness.compose import compose
+
+    return compose(spec).command()
 
 
 def compose_case(case: Case, store: str) -> None:
-    """Compose a case with the controller (names, bugs per mode, capabilities); raises ``ValueError``."""
+    """Compose a case with the controller (names, options, capabilities); raises ``ValueError``."""
     spec = test_spec(case, store)
     if case.options.get("platform") == PLATFORM_SIM:
         from harness.sim.run import compose as compose_sim
 
         compose_sim(spec)
         return
-    from harness.run import compose
+    from harness.compose import compose
 
     compose(spec)
 
@@ -499,18 +532,19 @@ def run_case(case: Case, store: str) -> CaseRun:
 
     started = time.monotonic()
     spec = test_spec(case, store)
+    command = case_command(case, store)
     try:
         result = simulate_stored(spec) if case.options.get("platform") == PLATFORM_SIM else run(spec)
     except Exception as exc:  # noqa: BLE001 - one broken run must not end the night
         return CaseRun(
             run_dir=None,
-            command=spec.command(),
+            command=command,
             error=f"{type(exc).__name__}: {exc}",
             seconds=time.monotonic() - started,
         )
     return CaseRun(
         run_dir=result.run_dir,
-        command=spec.command(),
+        command=command,
         error=getattr(result, "error", None) or (result.results or {}).get("error"),
         seconds=time.monotonic() - started,
     )
@@ -565,10 +599,10 @@ def _case_json(case: Case) -> dict[str, Any]:
     return {
         "name": case.name,
         "group": case.group,
-        "mode": case.mode,
+        "db": case.db,
+        "db_options": dict(case.db_options),
         "workload": case.workload,
         "nemesis": list(case.nemesis),
-        "bugs": list(case.bugs),
         "seed": case.seed,
         "repetition": case.repetition,
         "time_limit": case.time_limit,
@@ -691,8 +725,8 @@ def _xml_text(text: str) -> str:
 def _failure_text(outcome: CaseOutcome, store: Path) -> str:
     lines = []
     if outcome.case.expect == "invalid" and outcome.valid is not False:
-        bugs = ", ".join(outcome.case.bugs) or "the expected anomaly"
-        lines.append(f"missed a known bug: {bugs} was switched on, but no checker found an anomaly")
+        what = outcome.case.label or "the expected anomaly"
+        lines.append(f"missed a known bug: {what} was switched on, but no checker found an anomaly")
     for checker, summary in outcome.failed_checkers.items():
         lines.append(f"{checker}: {summary}")
     lines.append(f"reproduce: {outcome.run.command}")
@@ -737,9 +771,7 @@ def junit_document(
         valid_word = {True: "valid", False: "invalid"}.get(outcome.valid, UNKNOWN)  # type: ignore[arg-type]
         if status == "failed":
             if case.expect == "invalid":
-                message = (
-                    f"missed known bug {', '.join(case.bugs) or '(none named)'}: the run was {valid_word}"
-                )
+                message = f"missed known bug ({case.label or 'none named'}): the run was {valid_word}"
                 kind = "missed-bug"
             else:
                 message = f"invalid: {', '.join(outcome.failed_checkers) or 'a checker'} found an anomaly"

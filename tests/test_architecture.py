@@ -1,8 +1,10 @@
 """The direction of imports between packages (ARCHITECTURE.md), and the node's standard-library rule.
 
 `cluster` and `checkers` import nothing from the other packages; `workloads` and `nemesis` may import
-`checkers` and `cluster.client`; nothing imports `harness`; `cluster` imports only the standard library,
-so that it runs in a bare container with nothing but ``python3``.
+`checkers`; `harness` names no system under test: it imports neither `cluster` nor the bundled adapters
+(`adapters`), which it finds only through the entry point (``harness.db.plugin``); the adapters import
+the public parts of the harness and their system; nothing else imports `adapters`. `cluster` imports only
+the standard library, so that it runs in a bare container with nothing but ``python3``.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = ("cluster", "checkers", "workloads", "nemesis", "harness")
+PROJECT = ("cluster", "checkers", "workloads", "nemesis", "harness", "adapters")
 ALLOWED = {
     "cluster": {"cluster"},
     "checkers": {"checkers"},
-    "workloads": {"workloads", "checkers", "cluster.client", "cluster.core.errors", "nemesis.remote"},
-    "nemesis": {"nemesis", "checkers", "cluster.client"},
-    "harness": set(PROJECT),
+    "workloads": {"workloads", "checkers", "nemesis.remote"},
+    "nemesis": {"nemesis", "checkers"},
+    "harness": {"harness", "checkers", "workloads", "nemesis"},
+    "adapters": set(PROJECT),
 }
+NOT_YET = ("harness/sim/",)
+"""The simulator drives the bundled cluster's core in-process; it moves behind the cluster plugin (issue 16).
+Until then it is the one part of harness/ that may import cluster and adapters."""
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -47,6 +53,8 @@ def _allowed(name: str, allowed: set[str]) -> bool:
 def test_imports_follow_the_architecture(package: str) -> None:
     wrong = []
     for path in _modules(package):
+        if str(path.relative_to(ROOT)).startswith(NOT_YET):
+            continue
         for line, name in _imports(path):
             top = name.split(".")[0]
             if top in PROJECT and not _allowed(name, ALLOWED[package]):

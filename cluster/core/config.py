@@ -7,8 +7,9 @@ are missed"), then a random wait of up to 1 s before proposing (seed 000 uses 0-
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from cluster.core.bugs import validate_bugs
 
@@ -151,3 +152,38 @@ def _names(bugs: Iterable[str] | str) -> list[str]:
     if isinstance(bugs, str):
         return [bugs]
     return list(bugs)
+
+
+SET_BY_THE_RUNTIME: dict[str, str] = {
+    "node_id": "--id",
+    "peers": "--peers",
+    "mode": "--mode",
+    "bugs": "--bug",
+    "store": "--store",
+}
+"""Fields a runtime fills in from its own arguments: a setting override (``--core-option``) may not."""
+
+_SETTING_TYPES: dict[str, tuple[type, ...]] = {
+    "float": (int, float), "float | None": (int, float, type(None)), "int": (int,), "bool": (bool,),
+    "str": (str,),
+}
+
+
+def check_settings(settings: Mapping[str, Any], mode: str = "blazingmq") -> dict[str, Any]:
+    """Check ``NodeConfig`` overrides (name -> value, as ``--core-option NAME=VALUE`` gives them) before
+    any node starts: a known name, not one the runtime sets itself, a value of the field's type and in
+    its range (``NodeConfig``'s own checks, on a throwaway config of ``mode``). Returns them; raises
+    ``ValueError`` with one sentence naming the setting otherwise."""
+    known = {f.name: f for f in fields(NodeConfig)}
+    for name, value in settings.items():
+        if name in SET_BY_THE_RUNTIME:
+            raise ValueError(f"node setting {name!r} is set from {SET_BY_THE_RUNTIME[name]}, not as a setting")
+        if name not in known:
+            valid = sorted(n for n in known if n not in SET_BY_THE_RUNTIME)
+            raise ValueError(f"unknown node setting {name!r}; valid: {', '.join(valid)}")
+        kinds = _SETTING_TYPES.get(str(known[name].type))
+        if kinds is not None and (not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds)):
+            raise ValueError(f"node setting {name!r} must be of type {known[name].type}, not {value!r}")
+    store = ("s1", "s2", "s3") if mode == "lease" else ()
+    NodeConfig(node_id="n1", peers=("n2", "n3"), mode=mode, store=store, **dict(settings))
+    return dict(settings)

@@ -8,14 +8,28 @@ DB cannot take fails before any container starts, with a sentence naming the mis
 =============  ====================================  ==========================================
 capability     methods                               needed by
 =============  ====================================  ==========================================
+``Clients``    ``workloads``, ``async open_client``  any workload: one client per logical process
 ``Process``    ``start``, ``kill`` (SIGKILL)         the ``kill`` nemesis, restarting dead nodes
 ``Pause``      ``pause`` (SIGSTOP), ``resume``       the ``pause`` nemesis
 ``Status``     ``async status`` -> role/term/leader  leader targets, the leader timeline, recovery
+``CatchUp``    ``async caught_up``                   final reads only where a node has caught up
 ``LogFiles``   ``log_files`` -> remote -> local      collecting journals and logs into the store
 ``ClockSkew``  ``faketime_control_file``             the ``clock`` nemesis (libfaketime)
 ``Auxiliary``  ``extra_hosts``, ``fault_targets``,   processes besides the data nodes (see below)
 ``Processes``  ``run_files``
 =============  ====================================  ==========================================
+
+Optional attributes: ``version()`` (what ``test.json`` records about the installed system; default
+nothing), ``image`` (a derived node image the adapter needs on Docker; ``--image`` overrides it) and
+``not_applicable`` (checker name -> why it cannot judge this system, e.g. ``{"lsn-monotonicity": "the
+system exposes no sequence numbers"}``: reported as not applicable, never as unknown).
+
+**Status** (:data:`STATUS_FIELDS`, the ``value`` of an ``ok`` ``status`` operation in the history):
+``role`` is ``"leader"`` when the node believes it leads, else ``"follower"``, ``"candidate"`` or another
+word; ``term`` is the node's *current election term* (the term it would vote or lead in), not the term of
+the last entry it applied, or ``None`` when the system has no terms (then single-leader-per-term is not
+applicable rather than unknown); ``leader`` is the node it believes leads (optional, ``None`` when it
+does not know); ``commit_lsn`` and ``last_lsn`` are ``[term, seq]`` or ``None`` (optional).
 
 Every method takes the :class:`Deployment` (the nodes and their addresses, known once the platform has
 brought the nodes up), the node's name and, when it acts on the node, its ``Remote``
@@ -134,12 +148,60 @@ class Pause(Protocol):
 
 @runtime_checkable
 class Status(Protocol):
-    """Ask a node who it thinks leads: a dict with :data:`STATUS_FIELDS` (``role``, ``term``, ...).
+    """Ask a node who it thinks leads: a dict with :data:`STATUS_FIELDS` (module docstring: ``term`` is
+    the current election term or ``None``; ``leader``, ``commit_lsn``, ``last_lsn`` may be ``None``).
 
     Raises :class:`StatusError` (or ``TimeoutError``) when the node does not answer.
     """
 
     async def status(self, deployment: Deployment, node: str, timeout: float) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Clients(Protocol):
+    """Open one client per logical process (Jepsen's ``Client``): the workload's operations go through it.
+
+    ``workloads`` names the workloads whose operations the client executes (``register``: ``read``,
+    ``write``, ``cas``; ``queue``: ``put``, ``consume``, ``confirm``). ``open_client`` returns an object
+    with ``async invoke(op) -> completion`` and ``async close()`` (``harness.interpreter.WorkloadClient``).
+
+    The completion is a mapping (or ``harness.interpreter.Completion``) with ``type``, ``value`` and
+    optionally ``node``, ``lsn``, ``error``; ``type`` follows FORMATS.md:
+
+    * ``ok``: it happened; a read's ``value`` is what it read (``None`` for absent);
+    * ``fail``: it certainly did not happen (refused before it could take effect, a precondition that
+      failed: a ``cas`` whose expected value did not match is ``fail`` with an ``error`` that says so);
+    * ``info``: unknown (a timeout, a lost connection after sending): it may have happened at any time
+      after the invoke, or never. When in doubt, ``info``. A read that would end ``info`` may be
+      recorded ``fail``: it has no effect.
+
+    Raising from ``invoke`` counts as ``info``. The harness applies its own deadline (``--op-timeout``
+    plus a second) on top of the client's; ``timeout`` is the client's own, a little shorter.
+
+    A *local* read (``op.local``, sent by the final phase to every node in turn, with ``op.node`` set)
+    must be answered by that node itself, never redirected, and must be linearizable at that node: it
+    returns a state that includes every write acknowledged before the read was invoked (a read-index or
+    quorum read served by that node), or fails. If the system cannot serve such a read on a follower,
+    the client answers ``fail`` for it, and durability is judged on the nodes that answered.
+    """
+
+    workloads: tuple[str, ...]
+
+    async def open_client(self, deployment: Deployment, process: int, timeout: float) -> Any: ...
+
+
+@runtime_checkable
+class CatchUp(Protocol):
+    """Say when a node has caught up after the final heal, before its final reads are sent.
+
+    ``caught_up`` answers whether ``node`` holds everything committed so far (e.g. its applied index has
+    reached the leader's commit index). The final phase asks until it is true, bounded by the recovery
+    timeout; a node that never catches up gets no final reads (recorded in the run's stats), so the
+    durability checker judges only nodes that could answer. Without this capability every node gets its
+    final reads once a leader has recovered.
+    """
+
+    async def caught_up(self, deployment: Deployment, node: str, timeout: float) -> bool: ...
 
 
 @runtime_checkable
@@ -220,16 +282,18 @@ def collected_files(db: object, deployment: Deployment, host: str) -> dict[str, 
     return {}
 
 
-# Which capabilities each nemesis needs from the DB (partitions, packet loss and latency act on the
-# node's network through its shell, so they need none beyond what targeting the leader needs).
+# Which capabilities each nemesis needs from the DB. Partitions, packet loss and latency act on the node's
+# network through its shell; packages that may aim a fault at the current leader also need Status.
 NEMESIS_CAPABILITIES: dict[str, tuple[type, ...]] = {
-    "kill": (Process,),
-    "pause": (Pause,),
+    "partition": (Status,),
+    "kill": (Process, Status),
+    "pause": (Pause, Status),
     "clock": (ClockSkew,),
-    "leader-clock": (ClockSkew,),
+    "leader-clock": (ClockSkew, Status),
 }
-LEADER_TARGETING = (Status,)
 CAPABILITY_METHODS: dict[type, str] = {
+    Clients: "workloads, open_client()",
+    CatchUp: "caught_up()",
     Process: "start(), kill(), is_running()",
     Pause: "pause(), resume()",
     Status: "status()",
@@ -248,15 +312,23 @@ def capabilities(db: object) -> list[str]:
     return [cap.__name__ for cap in CAPABILITY_METHODS if isinstance(db, cap)]
 
 
-def check_capabilities(db: object, nemeses: Iterable[str], *, leader_targets: bool = True) -> None:
-    """Raise :class:`MissingCapability` if ``db`` cannot take one of the ``nemeses``.
-
-    ``leader_targets`` says whether the schedule may aim a fault at the current leader, which needs
-    :class:`Status`. Checked before anything is deployed.
-    """
+def check_capabilities(db: object, nemeses: Iterable[str], *, workload: str | None = None) -> None:
+    """Raise :class:`MissingCapability` if ``db`` cannot take one of the ``nemeses`` or cannot run
+    ``workload``'s operations. Checked before anything is deployed."""
     name = getattr(db, "name", type(db).__name__)
     if not isinstance(db, DB):
-        raise MissingCapability(f"{name} is not a DB adapter: it needs setup() and teardown()")
+        raise MissingCapability(f"{name} is not a DB adapter: it needs name, setup() and teardown()")
+    if workload is not None:
+        if not isinstance(db, Clients):
+            raise MissingCapability(
+                f"the {workload!r} workload needs the DB capability Clients ({CAPABILITY_METHODS[Clients]}), "
+                f"which the {name!r} DB adapter does not have (docs/db-adapter.md, \"The client\")"
+            )
+        if workload not in tuple(db.workloads):
+            raise MissingCapability(
+                f"the {name!r} DB adapter's client runs the workloads {', '.join(db.workloads) or 'none'}, "
+                f"not {workload!r}"
+            )
     for nemesis in nemeses:
         for capability in NEMESIS_CAPABILITIES.get(nemesis, ()):
             if not isinstance(db, capability):
@@ -265,8 +337,22 @@ def check_capabilities(db: object, nemeses: Iterable[str], *, leader_targets: bo
                     f"({CAPABILITY_METHODS[capability]}), which the {name!r} DB adapter does not have; "
                     f"drop {nemesis!r} from --nemesis or add {capability.__name__} to the adapter"
                 )
-    if leader_targets and not isinstance(db, Status):
-        raise MissingCapability(
-            f"faults aimed at the leader need the DB capability Status (status()), which the {name!r} "
-            "DB adapter does not have"
+
+
+def db_version(db: object) -> Any:
+    """What ``test.json`` records about the installed system: the adapter's ``version()``, if it has one."""
+    version = getattr(db, "version", None)
+    return version() if callable(version) else None
+
+
+def not_applicable(db: object) -> dict[str, str]:
+    """Checker name -> why it cannot judge runs of ``db``: what the adapter declares, and
+    single-leader-per-term when the adapter can neither report status nor collect journals."""
+    declared = getattr(db, "not_applicable", None) or {}
+    found = {str(k): str(v) for k, v in dict(declared).items()}
+    if not isinstance(db, Status) and not isinstance(db, LogFiles | AuxiliaryProcesses):
+        found.setdefault(
+            "single-leader-per-term",
+            "the DB adapter reports no leaders or terms (no Status capability, no journals)",
         )
+    return found

@@ -30,7 +30,6 @@ from rich.text import Text
 
 from checkers.verdict import UNKNOWN
 from harness import store
-from harness.run import ConfigError
 from harness.sim.explore import Exploration, SeedOutcome, default_jobs, explore, parse_seeds
 from harness.sim.run import (
     DEFAULT_RATE,
@@ -47,6 +46,7 @@ from harness.sim.run import (
     simulate_stored,
     workload_for_bug,
 )
+from harness.spec import ConfigError
 from harness.subcommand import (
     EXIT_CRASH,
     core_setting,

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from checkers.verdict import UNKNOWN, Valid
-from harness.run import ConfigError
 from harness.sim.run import SimSpec, compose, discard, keep, simulate
+from harness.spec import ConfigError
 
 MAX_SEEDS = 10_000_000
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")

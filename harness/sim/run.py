@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from adapters.cluster.db import EXTERNAL_STORE, STORE
 from checkers.history import HistoryError, load_history, load_journals
 from checkers.registry import CHECKERS, CheckInput, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, combine, exit_code
@@ -37,19 +38,20 @@ from cluster.core import bugs as bugs_module
 from cluster.core.bugs import KNOWN_BUGS, KnownBug
 from cluster.core.election import ELECTIONS
 from harness import store
-from harness.db.cluster import EXTERNAL_STORE, STORE
-from harness.run import ConfigError, check_names, rng_for, test_record
 from harness.sim.clock import NS, WALL_EPOCH
 from harness.sim.disk import FSYNC_POLICIES
 from harness.sim.platform import PlatformConfig, SimPlatform
 from harness.sim.world import World, WorldConfig
+from harness.spec import ConfigError, rng_for
 from nemesis.generator import (
     NemesisOptions,
     ScheduledFault,
+    check_cluster_size,
     generate_schedule,
+    parse_nemesis,
     schedule_from_jsonl,
 )
-from workloads.generator import make_workload
+from workloads.generator import make_workload, workload_names
 from workloads.ops import Op, Workload
 
 SIM_NEMESES: tuple[str, ...] = ("partition", "kill", "pause", "clock", "loss", "latency")
@@ -414,27 +416,63 @@ def scripts_from_jsonl(lines: Iterable[Mapping[str, Any]]) -> dict[int, list[Op]
 
 
 def _test_document(comp: Composition, command: str, replay: str | None, reproduces: str | None) -> dict[str, Any]:
+    """``test.json`` of a simulated run (FORMATS.md), with the simulated world's settings."""
     spec = comp.spec
-    return test_record(
-        spec,
-        comp.workload,
-        nodes=comp.world_config.node_ids,
-        db="cluster",
-        packages=comp.packages,
-        command=command,
-        timings={"started": datetime.now(UTC).isoformat(timespec="seconds")},
-        versions=store.versions(),
-        reproduces=reproduces,
-        replay_command=replay,
-        platform={"kind": "sim"},
-        sim={
+    return {
+        "test": spec.test_name,
+        "seed": spec.seed,
+        "command": command,
+        "replay_command": replay,
+        "platform": {"kind": "sim"},
+        "sim": {
             "network": asdict(comp.world_config.network),
             "max_drift": comp.world_config.max_drift,
             "max_initial_offset": comp.world_config.max_initial_offset,
             "fsync": spec.fsync,
             "wall_epoch": WALL_EPOCH,
         },
-    )
+        "nodes": list(comp.world_config.node_ids),
+        "db": "cluster",
+        "db_options": {"mode": spec.mode, "bug": list(spec.bugs), "core": dict(spec.core)},
+        "mode": spec.mode,
+        "bugs": list(spec.bugs),
+        "workload": spec.workload,
+        "nemesis": list(comp.packages),
+        "model": comp.workload.model,
+        "checkers": list(comp.workload.checkers),
+        "timings": {
+            "time_limit": spec.time_limit,
+            "op_timeout": spec.op_timeout,
+            "nemesis_interval": spec.nemesis_interval,
+            "recovery_timeout": spec.recovery_timeout,
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+        "versions": store.versions(),
+        "git_commit": store.git_commit(Path(__file__).resolve().parents[2]),
+        "reproduces": reproduces,
+        "spec": spec.to_json(),
+    }
+
+
+def check_names(
+    mode: str, modes: Sequence[str], bugs: Sequence[str], workload: str, nemesis: Sequence[str], nodes: int
+) -> tuple[str, ...]:
+    """Check a simulated test's mode, bugs (for that mode), workload and nemesis packages (for a cluster of
+    ``nodes``); return the packages. :class:`ConfigError` with one sentence."""
+    if mode not in modes:
+        raise ConfigError(f"unknown mode {mode!r}; valid: {', '.join(modes)}")
+    try:
+        bugs_module.validate_bugs(bugs, mode)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if workload not in workload_names():
+        raise ConfigError(f"unknown workload {workload!r}; valid: {', '.join(workload_names())}")
+    try:
+        packages = parse_nemesis(nemesis)
+        check_cluster_size(packages, nodes)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return packages
 
 
 # -- storing --------------------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from checkers.registry import CHECKERS
-from harness.run import ConfigError
 from harness.sim.run import SimResult, SimSpec, checker_for_bug, keep, mark_scripted, simulate
+from harness.spec import ConfigError
 from nemesis.faults import is_heal
 from nemesis.generator import ScheduledFault
 from workloads.ops import Op

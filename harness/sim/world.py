@@ -47,12 +47,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from adapters.cluster.db import CONTROLLER, NODE, STORE, ClusterDB, ClusterProcess
 from cluster.core.config import NodeConfig
 from cluster.core.controller import Controller, ControllerConfig, recover_controller
 from cluster.core.node import Node, Ready
 from cluster.core.storage import recover
 from harness.db import Deployment, fault_targets, hosts_of
-from harness.db.cluster import CONTROLLER, NODE, STORE, ClusterDB, ClusterProcess
 from harness.sim.clock import NS, NodeClock, to_ns
 from harness.sim.disk import SimDisk
 from harness.sim.network import NetworkOptions, SimNetwork

@@ -1,4 +1,5 @@
-"""DB adapters: capabilities are checked when a test is composed; the cluster adapter's install and argv."""
+"""DB adapters: capabilities are checked when a test is composed; the cluster adapter's install and argv
+(the adapter's own tests are in tests/adapters/cluster/)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from typing import Any
 
 import pytest
 
+from adapters.cluster.db import DATA_DIR, JOURNAL_FILE, PID_FILE, ClusterDB, package_tarball
 from harness.db import (
     Deployment,
     MissingCapability,
     StatusError,
     capabilities,
     check_capabilities,
+    db_version,
+    not_applicable,
 )
-from harness.db.cluster import DATA_DIR, JOURNAL_FILE, PID_FILE, ClusterDB, package_tarball
 from nemesis.shell import FakeTime
 
 NODES = ("n1", "n2", "n3")
@@ -34,6 +37,16 @@ class MinimalDB:
     def setup(self, deployment: Deployment, node: str, remote: Any) -> None: ...
 
     def teardown(self, deployment: Deployment, node: str, remote: Any) -> None: ...
+
+
+class ClientDB(MinimalDB):
+    """A system with a register client and no LSNs."""
+
+    name = "client"
+    workloads = ("register",)
+    not_applicable = {"lsn-monotonicity": "it has no LSNs"}
+
+    async def open_client(self, deployment: Deployment, process: int, timeout: float) -> Any: ...
 
 
 class KillableDB(MinimalDB):
@@ -57,19 +70,38 @@ def test_a_fault_the_db_cannot_take_fails_before_the_run_naming_the_capability()
     assert "'pause' nemesis needs the DB capability Pause (pause(), resume())" in message
     assert "which the 'killable' DB adapter does not have; drop 'pause' from --nemesis" in message
     with pytest.raises(MissingCapability, match=r"the 'kill' nemesis needs the DB capability Process"):
-        check_capabilities(MinimalDB(), ["kill"], leader_targets=False)
-    with pytest.raises(MissingCapability, match="faults aimed at the leader need the DB capability Status"):
+        check_capabilities(MinimalDB(), ["kill"])
+    # partitions may be aimed at the leader: that needs Status
+    with pytest.raises(MissingCapability, match="the 'partition' nemesis needs the DB capability Status"):
         check_capabilities(MinimalDB(), ["partition"])
     with pytest.raises(MissingCapability, match="not a DB adapter"):
         check_capabilities(object(), [])
 
 
+def test_a_workload_needs_a_client_that_runs_it() -> None:
+    with pytest.raises(MissingCapability, match="the 'register' workload needs the DB capability Clients"):
+        check_capabilities(MinimalDB(), [], workload="register")
+    with pytest.raises(MissingCapability, match="client runs the workloads register, not 'queue'"):
+        check_capabilities(ClientDB(), [], workload="queue")
+    check_capabilities(ClientDB(), [], workload="register")
+
+
 def test_what_the_db_can_take_passes() -> None:
     check_capabilities(KillableDB(), ["partition", "kill", "loss"])
-    check_capabilities(MinimalDB(), ["partition", "loss", "latency"], leader_targets=False)
+    check_capabilities(MinimalDB(), ["loss", "latency"])
     assert capabilities(KillableDB()) == ["Process", "Status"]
-    assert capabilities(ClusterDB()) == ["Process", "Pause", "Status", "LogFiles", "ClockSkew", "AuxiliaryProcesses"]
-    check_capabilities(ClusterDB(), ["partition", "kill", "pause", "clock", "loss", "latency"])
+    assert capabilities(ClusterDB()) == ["Clients", "Process", "Pause", "Status", "LogFiles", "ClockSkew",
+                                         "AuxiliaryProcesses"]
+    check_capabilities(ClusterDB(), ["partition", "kill", "pause", "clock", "loss", "latency"], workload="queue")
+
+
+def test_what_cannot_be_judged_is_what_the_adapter_declares_and_terms_without_status_or_journals() -> None:
+    assert not_applicable(ClusterDB()) == {}
+    assert not_applicable(MinimalDB()) == {
+        "single-leader-per-term": "the DB adapter reports no leaders or terms (no Status capability, no journals)"}
+    assert not_applicable(ClientDB()) == {"lsn-monotonicity": "it has no LSNs",
+                                          "single-leader-per-term": not_applicable(MinimalDB())["single-leader-per-term"]}
+    assert db_version(MinimalDB()) is None and db_version(ClusterDB())["mode"] == "blazingmq"
 
 
 def test_a_deployment_needs_every_address() -> None:

@@ -232,7 +232,8 @@ def test_harness_run_exits_254_before_storing_anything(
     keys: Path, refusing_port: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = keys / "store"
-    base = ["run", "--nodes", "1", "--nemesis", "none", "--store", str(store), "--no-live", "--platform", "ssh"]
+    base = ["run", "--db", "cluster", "--nodes", "1", "--nemesis", "none", "--store", str(store), "--no-live",
+            "--platform", "ssh"]
     assert main([*base, "--hosts", str(keys / "none.toml")]) == 254
     assert "harness run: hosts file" in capsys.readouterr().err
     assert main([*base, "--hosts", str(_local_hosts_file(keys, refusing_port))]) == 254
@@ -267,7 +268,8 @@ def test_the_same_chaos_run_goes_over_ssh_to_the_containers_sshd(
 
     store = tmp_path / "store"
     code = main([
-        "run", "--nodes", "5", "--workload", "register", "--nemesis", "partition,kill", "--time-limit", "12",
+        "run", "--db", "cluster", "--nodes", "5", "--workload", "register", "--nemesis", "partition,kill",
+        "--time-limit", "12",
         "--nemesis-interval", "3", "--concurrency", "5", "--seed", "20240611", "--platform", "ssh",
         "--hosts", str(hosts), "--store", str(store), "--analysis", "direct", "--no-live",
     ])

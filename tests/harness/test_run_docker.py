@@ -16,7 +16,8 @@ from harness import run as run_module
 from harness.interpreter import Interpreter
 from harness.platforms import docker as docker_platform
 from harness.platforms.docker import LABEL_RUN, DockerPlatform
-from harness.run import TestSpec, run
+from harness.run import run
+from harness.spec import TestSpec
 from nemesis import grudge
 from nemesis.faults import Kill, Partition, Pause, Start
 from nemesis.generator import ScheduledFault
@@ -50,6 +51,7 @@ def _leftovers(client: DockerClient, run_id: str) -> list[str]:
 def test_a_short_chaos_run_is_stored_with_history_journals_and_a_verdict(docker_engine, run_ids, tmp_path) -> None:
     spec = TestSpec(
         seed=20240607,
+        db="cluster",
         nodes=5,
         workload="register",
         nemesis=("partition", "kill", "pause", "clock"),
@@ -67,7 +69,8 @@ def test_a_short_chaos_run_is_stored_with_history_journals_and_a_verdict(docker_
     document = json.loads((run_dir / "test.json").read_text())
     assert document["seed"] == spec.seed and document["spec"]["seed"] == spec.seed
     assert document["nodes"] == list(NODES)
-    assert document["command"].startswith("harness run --db cluster --mode blazingmq --nodes 5")
+    assert document["command"].startswith("harness run --db cluster --nodes 5")
+    assert document["db"] == "cluster" and document["db_options"]["mode"] == "blazingmq"
     assert document["versions"]["db"]["sha256"]
     schedule = [json.loads(line) for line in (run_dir / "schedule.jsonl").read_text().splitlines()]
     assert schedule and all(line["process"] == "nemesis" for line in schedule)
@@ -107,7 +110,7 @@ def test_a_short_chaos_run_is_stored_with_history_journals_and_a_verdict(docker_
 
 
 def test_leader_clock_isolates_the_leader_and_steps_back_that_same_node_clock(docker_engine, run_ids, tmp_path) -> None:
-    spec = TestSpec(seed=8, mode="raft", nodes=3, nemesis=("leader-clock",), time_limit=12.0, nemesis_interval=3.0,
+    spec = TestSpec(seed=8, db="cluster", db_options={"mode": "raft"}, nodes=3, nemesis=("leader-clock",), time_limit=12.0, nemesis_interval=3.0,
                     concurrency=3, store=str(tmp_path / "store"))
     result = run(spec)
     assert result.error is None and result.teardown_errors == [], (result.error, result.teardown_errors)
@@ -160,7 +163,7 @@ def test_a_crash_mid_run_leaves_no_container_network_rule_or_paused_process(
         ScheduledFault(1.0, "partition", Partition("isolate", grudge=grudge.isolate(hosts, "n1"))),
         ScheduledFault(2.0, "pause", Pause(paused)),
     ]
-    spec = TestSpec(seed=5, mode=mode, nodes=5, nemesis=("partition", "pause"), time_limit=4.0, concurrency=3,
+    spec = TestSpec(seed=5, db="cluster", db_options={"mode": mode}, nodes=5, nemesis=("partition", "pause"), time_limit=4.0, concurrency=3,
                     store=str(tmp_path / "store"))
     result = run(spec, schedule=schedule)
 
@@ -222,7 +225,7 @@ def test_a_fluvio_run_deploys_the_controller_and_survives_killing_the_leader_and
         ScheduledFault(12.0, "kill", Start("all")),
         ScheduledFault(16.0, "kill", Start("all")),
     ]
-    spec = TestSpec(seed=71, mode="fluvio", nodes=3, nemesis=("kill",), time_limit=16.0, concurrency=4,
+    spec = TestSpec(seed=71, db="cluster", db_options={"mode": "fluvio"}, nodes=3, nemesis=("kill",), time_limit=16.0, concurrency=4,
                     store=str(tmp_path / "store"))
     result = run(spec, schedule=schedule)
     history, journals = _check_mode_run(result, nodes)
@@ -243,7 +246,7 @@ def test_a_lease_run_deploys_the_store_beside_the_nodes_and_survives_killing_the
         ScheduledFault(7.0, "kill", Start("all")),
         ScheduledFault(14.0, "kill", Start("all")),
     ]
-    spec = TestSpec(seed=72, mode="lease", nodes=3, nemesis=("kill",), time_limit=14.0, concurrency=4,
+    spec = TestSpec(seed=72, db="cluster", db_options={"mode": "lease"}, nodes=3, nemesis=("kill",), time_limit=14.0, concurrency=4,
                     store=str(tmp_path / "store"))
     result = run(spec, schedule=schedule)
     _, journals = _check_mode_run(result, nodes)

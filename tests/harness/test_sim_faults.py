@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.db.cluster import ClusterDB
+from adapters.cluster.db import ClusterDB
+from harness.compose import compose as compose_run
 from harness.interpreter import ClusterView
-from harness.run import TestSpec
-from harness.run import compose as compose_run
-from harness.run import generate_schedule as run_schedule
 from harness.sim.platform import SimNemesis
 from harness.sim.run import SIM_NEMESES, SimSpec, compose, seed_schedule, simulate
 from harness.sim.world import World, WorldConfig
+from harness.spec import TestSpec
 from nemesis import grudge as grudges
 from nemesis.faults import ClockBump, ClockReset, Heal, Kill, Partition, Pause, Resume, Start
 
@@ -62,10 +61,11 @@ def _strings(value: object) -> set[str]:
 @pytest.mark.parametrize("mode", ["blazingmq", "fluvio", "lease"])
 def test_the_seed_schedule_is_the_container_runs_schedule(mode: str) -> None:
     for seed in (1, 7, 12):
-        container = compose_run(TestSpec(seed=seed, mode=mode, nodes=3, nemesis=SIM_NEMESES))
+        container = compose_run(TestSpec(seed=seed, db="cluster", db_options={"mode": mode}, nodes=3,
+                                         nemesis=SIM_NEMESES))
         sim = compose(SimSpec(seed=seed, mode=mode, nodes=3))
         assert sim.world_config.fault_targets == ClusterDB(mode).fault_targets(("n1", "n2", "n3"))
-        assert seed_schedule(sim) == run_schedule(container), (mode, seed)
+        assert seed_schedule(sim) == container.schedule(), (mode, seed)
     named = {name for entry in seed_schedule(sim) for name in _strings(entry.to_json())}
     assert ("sc" in named) == (mode == "fluvio")
     assert not {"s1", "s2", "s3"} & named

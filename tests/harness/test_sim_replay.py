@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.cli import main
-from harness.run import rng_for
+from harness.spec import rng_for
 from harness.sim.platform import SimPlatform
 from harness.sim.run import SimSpec, compose, seed_schedule, simulate, trace_digest
 from harness.sim.world import World

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from harness.cli import main
-from harness.run import ConfigError
+from harness.spec import ConfigError
 from harness.sim.clock import WALL_EPOCH, NodeClock, to_ns
 from harness.sim.disk import SimDisk
 from harness.sim.explore import parse_seeds

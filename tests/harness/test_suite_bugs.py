@@ -27,6 +27,14 @@ from cluster.core.bugs import KNOWN_BUGS
 from cluster.core.election import ELECTIONS
 from harness.suite import Case, CaseRun, Suite, load_suite, run_suite
 
+
+def mode(c: Case) -> str:
+    return c.db_options.get("mode", "blazingmq")
+
+
+def bugs(c: Case) -> tuple[str, ...]:
+    return tuple(c.db_options.get("bug", ()))
+
 ROOT = Path(__file__).resolve().parents[2]
 BUGS_SUITE = ROOT / "suites" / "bugs.toml"
 ALL_MODES_SUITE = ROOT / "suites" / "bugs-all-modes.toml"
@@ -46,24 +54,24 @@ def test_every_checker_a_known_bug_names_exists() -> None:
 def test_the_bugs_suite_runs_every_known_bug_once_and_every_mode() -> None:
     suite = load_suite(BUGS_SUITE)  # every case composed by the controller, as `harness suite` does
     bug_runs = [c for c in suite.cases if c.expect == "invalid"]
-    caught = sorted(bug for c in bug_runs for bug in c.bugs)
-    assert all(len(c.bugs) == 1 for c in bug_runs), "one bug per run, so a catch names its bug"
+    caught = sorted(bug for c in bug_runs for bug in bugs(c))
+    assert all(len(bugs(c)) == 1 for c in bug_runs), "one bug per run, so a catch names its bug"
     missing = sorted(set(KNOWN_BUGS) - set(caught))
     assert not missing, f"suites/bugs.toml has no run for known bug(s) {missing}: add a [[matrix]] entry"
     assert caught == sorted(KNOWN_BUGS), "each known bug runs exactly once in suites/bugs.toml"
     controls = [c for c in suite.cases if c.expect == "valid"]
-    assert all(not c.bugs for c in controls)
-    for mode in ELECTIONS:
-        assert any(c.mode == mode for c in bug_runs), f"no known bug runs in mode {mode!r}: spread the bugs"
-        mode_controls = [c for c in controls if c.mode == mode]
-        assert len(mode_controls) == 1, f"mode {mode!r} needs exactly one bug-free control in suites/bugs.toml"
+    assert all(not bugs(c) for c in controls)
+    for each in ELECTIONS:
+        assert any(mode(c) == each for c in bug_runs), f"no known bug runs in mode {each!r}: spread the bugs"
+        mode_controls = [c for c in controls if mode(c) == each]
+        assert len(mode_controls) == 1, f"mode {each!r} needs exactly one bug-free control in suites/bugs.toml"
         # The control runs under the faults of that mode's bug runs on its platform, so "valid" means the
         # faults alone do not make the checkers cry wolf.
         control = mode_controls[0]
         where = control.options.get("platform")
-        faults = {n for c in bug_runs if c.mode == mode and c.options.get("platform") == where for n in c.nemesis}
-        assert faults <= set(control.nemesis), (mode, faults, control.nemesis)
-    assert {c.mode for c in suite.cases} <= set(ELECTIONS)
+        faults = {n for c in bug_runs if mode(c) == each and c.options.get("platform") == where for n in c.nemesis}
+        assert faults <= set(control.nemesis), (each, faults, control.nemesis)
+    assert {mode(c) for c in suite.cases} <= set(ELECTIONS)
 
 
 def test_the_bugs_suite_fits_its_ci_budget() -> None:
@@ -79,10 +87,10 @@ def test_the_bugs_suite_fits_its_ci_budget() -> None:
 
 def test_the_nightly_bugs_suite_runs_every_bug_in_every_mode_it_applies_to() -> None:
     suite = load_suite(ALL_MODES_SUITE)
-    bug_runs = {(c.mode, c.bugs[0]) for c in suite.cases if c.expect == "invalid" and len(c.bugs) == 1}
-    wanted = {(mode, bug) for bug, known in KNOWN_BUGS.items() for mode in known.modes if mode in ELECTIONS}
+    bug_runs = {(mode(c), bugs(c)[0]) for c in suite.cases if c.expect == "invalid" and len(bugs(c)) == 1}
+    wanted = {(each, bug) for bug, known in KNOWN_BUGS.items() for each in known.modes if each in ELECTIONS}
     assert not wanted - bug_runs, f"suites/bugs-all-modes.toml misses {sorted(wanted - bug_runs)}"
-    controls = {c.mode for c in suite.cases if c.expect == "valid" and not c.bugs}
+    controls = {mode(c) for c in suite.cases if c.expect == "valid" and not bugs(c)}
     assert controls == set(ELECTIONS)
 
 
@@ -114,7 +122,7 @@ def suite_problems(directory: Path, suite: Suite, store: Path) -> list[str]:
         results = json.loads((store / entry["path"] / "results.json").read_text(encoding="utf-8"))
         failed = sorted(n for n, v in results["checkers"].items() if v["valid"] is False)
         if entry["expect"] == "invalid":
-            bug = entry["bugs"][0]
+            bug = entry["db_options"]["bug"][0]
             if results["valid"] is not False or not failed:
                 problems.append(f"{name}: {bug} not caught: the run is {results['valid']} (failed: {failed})")
         elif results["valid"] is not True:
@@ -136,8 +144,10 @@ def _fake_suite(tmp_path: Path, verdicts: Mapping[int, tuple[Any, dict[str, str]
     """A two-case bugs suite (stale-read expected invalid, a control expected valid) run with fake runs
     whose stored results carry ``verdicts``."""
     cases = (
-        Case(0, "raft", "register", ("partition",), ("stale-read",), 1, 1, 10.0, expect="invalid", group="bugs"),
-        Case(1, "raft", "register", ("partition",), (), 1, 1, 10.0, expect="valid", group="bugs"),
+        Case(0, "cluster", {"mode": "raft", "bug": ["stale-read"]}, "raft bug-stale-read", "register",
+             ("partition",), 1, 1, 10.0, expect="invalid", group="bugs"),
+        Case(1, "cluster", {"mode": "raft"}, "raft", "register", ("partition",), 1, 1, 10.0, expect="valid",
+             group="bugs"),
     )
     suite = Suite(name="bugs", path=BUGS_SUITE, cases=cases, store=str(tmp_path / "store"))
 

@@ -25,7 +25,6 @@ outcomes into ok / fail (definite) / info (indefinite) and follows redirects; th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from cluster.client import DEFAULT_TIMEOUT, Client, Result
@@ -124,18 +123,3 @@ class ClusterWorkloadClient:
     async def close(self) -> None:
         await self.client.close()
 
-
-def cluster_clients(
-    nodes: Mapping[str, tuple[str, int]], *, timeout: float | None = None
-) -> Callable[[int], Awaitable[ClusterWorkloadClient]]:
-    """A factory the interpreter calls per process: a new ``cluster`` client (its own connections) each.
-
-    ``timeout`` bounds each operation inside the client (redirects included); keep it below the
-    interpreter's own per-operation timeout so the client's more precise verdict arrives first.
-    """
-
-    async def open_client(process: int) -> ClusterWorkloadClient:
-        options = {} if timeout is None else {"timeout": timeout}
-        return ClusterWorkloadClient(Client(nodes, **options), timeout=timeout)
-
-    return open_client

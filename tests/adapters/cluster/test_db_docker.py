@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
+from adapters.cluster.db import CONSOLE_FILE, INSTALL_DIR, ClusterDB
 from harness.db import Deployment, NodeStartError, StatusError
-from harness.db.cluster import CONSOLE_FILE, INSTALL_DIR, ClusterDB
 from harness.platforms.docker import DockerPlatform
 
 pytestmark = pytest.mark.docker

@@ -1,4 +1,4 @@
-"""The DB adapter for ``cluster``, the system under test that ships with the harness.
+"""The DB adapter for ``cluster``, the demo system under test that ships with the harness.
 
 Installation is Jepsen's: the controller packs the local ``cluster`` package into a tarball, uploads it to
 each host and unpacks it under :data:`INSTALL_DIR`; the host needs nothing but ``python3``. A data node
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import shlex
 import tarfile
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adapters.cluster.client import ClusterWorkloadClient
 from cluster.client import CONNECTION_REFUSED, Client
 from cluster.core.election.fluvio import CONTROLLER_ID
 from harness.db import Deployment, NodeStartError, StatusError
@@ -126,6 +128,11 @@ def _pid_function(process: ClusterProcess) -> str:
 """
 
 
+def core_option_args(core: Mapping[str, Any]) -> tuple[str, ...]:
+    """``--core-option NAME=JSON`` pairs for the node command line, one per setting, in name order."""
+    return tuple(arg for name in sorted(core) for arg in ("--core-option", f"{name}={json.dumps(core[name])}"))
+
+
 def package_tarball(package_dir: Path) -> bytes:
     """A reproducible ``tar.gz`` of the ``cluster`` package (sources only, fixed owners and times)."""
     buffer = io.BytesIO()
@@ -149,7 +156,8 @@ def package_tarball(package_dir: Path) -> bytes:
 class ClusterDB:
     """``cluster`` on one data node per host: DB + Process + Pause + Status + LogFiles + AuxiliaryProcesses
     (+ ClockSkew with libfaketime). ``mode`` and ``bugs`` pass through to every data node and the fluvio
-    controller; ``node_args`` are extra options for their ``cluster.node`` (timings, fsync policy); a lease
+    controller; ``core`` holds ``NodeConfig`` settings for them (``--core-option NAME=JSON``, checked by
+    ``cluster.core.config.check_settings``) and ``node_args`` any further ``cluster.node`` options; a lease
     store member gets neither (it is a correct ``raft`` group with default timings). With ``seed`` each
     process's RNG gets ``--seed`` derived from it, so random election waits repeat with the run's seed.
     Process-level methods (``start``, ``kill``, ``pause``, ``status``, ...) take a process name (``n1``,
@@ -162,6 +170,7 @@ class ClusterDB:
         mode: str = "blazingmq",
         bugs: Sequence[str] = (),
         *,
+        core: Mapping[str, Any] | None = None,
         node_args: Sequence[str] = (),
         faketime: FakeTime | None = None,
         seed: int | None = None,
@@ -173,7 +182,8 @@ class ClusterDB:
     ) -> None:
         self.mode = mode
         self.bugs = tuple(bugs)
-        self.node_args = tuple(node_args)
+        self.core = dict(sorted((core or {}).items()))
+        self.node_args = (*core_option_args(self.core), *node_args)
         self.faketime = faketime
         self.seed = seed
         self.start_timeout = start_timeout
@@ -421,6 +431,13 @@ class ClusterDB:
         self._signal(self.process(deployment, node), remote, "CONT", missing_ok=False)
 
     # -- observation ----------------------------------------------------------------------------------
+
+    workloads = ("register", "queue")
+    """The workloads ``ClusterWorkloadClient`` runs (``harness.db.Clients``)."""
+
+    async def open_client(self, deployment: Deployment, process: int, timeout: float) -> ClusterWorkloadClient:
+        """A new client for one logical process, with connections of its own to every data node."""
+        return ClusterWorkloadClient(Client(self.client_nodes(deployment), timeout=timeout), timeout=timeout)
 
     def client_nodes(self, deployment: Deployment) -> dict[str, tuple[str, int]]:
         """Where the controller's clients reach each data node (never the controller or the store):

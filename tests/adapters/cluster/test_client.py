@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from adapters.cluster.client import NOTHING_TO_CONFIRM, ClusterWorkloadClient
+from adapters.cluster.db import ClusterDB
 from cluster.client import Result
-from workloads.client import NOTHING_TO_CONFIRM, ClusterWorkloadClient, cluster_clients
+from harness.db import Deployment
 from workloads.ops import Op
 
 
@@ -153,10 +155,12 @@ def test_an_unknown_operation_is_a_programming_error() -> None:
         run(ClusterWorkloadClient(FakeClient()), Op("append", "k0", "x"))
 
 
-def test_the_factory_opens_a_client_per_process_and_close_closes_it() -> None:
+def test_the_adapter_opens_a_client_per_process_and_close_closes_it() -> None:
+    deployment = Deployment(nodes=("n1",), peer_hosts={"n1": "n1"}, client_hosts={"n1": "127.0.0.1"})
+
     async def scenario() -> None:
-        open_client = cluster_clients({"n1": ("127.0.0.1", 1)}, timeout=2.0)
-        first, second = await open_client(0), await open_client(1)
+        db = ClusterDB()
+        first, second = await db.open_client(deployment, 0, 2.0), await db.open_client(deployment, 1, 2.0)
         assert first.client is not second.client
         assert first.client.timeout == 2.0 and first.timeout == 2.0
         await first.close()

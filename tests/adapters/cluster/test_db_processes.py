@@ -11,10 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from checkers.history import load_history, load_journals
-from checkers.registry import CheckInput, run_checker
-from harness.db import Deployment, collected_files, fault_targets, hosts_of
-from harness.db.cluster import (
+from adapters.cluster.db import (
     CONSOLE_FILE,
     DATA_DIR,
     JOURNAL_FILE,
@@ -23,9 +20,13 @@ from harness.db.cluster import (
     STORE_PORT,
     ClusterDB,
 )
+from checkers.history import load_history, load_journals
+from checkers.registry import CheckInput, run_checker
+from harness.compose import compose
+from harness.db import Deployment, collected_files, fault_targets, hosts_of
 from harness.fault_driver import ClusterNemesis
 from harness.interpreter import ClusterView
-from harness.run import TestSpec, compose, generate_schedule
+from harness.spec import TestSpec
 from harness.topology import COMPOSE_TOPOLOGY, FIRST_HOST, compose_file, topology
 from nemesis.faults import Kill, Partition, Start
 from nemesis.shell import FakeTime, Outcome
@@ -200,13 +201,15 @@ def _targets(fault: object) -> set[str]:
 
 
 def test_the_fluvio_schedule_aims_kills_and_partitions_at_the_controller_too() -> None:
-    comp = compose(TestSpec(seed=3, mode="fluvio", nemesis=("partition", "kill"), time_limit=600.0))
-    schedule = generate_schedule(comp)
+    comp = compose(TestSpec(seed=3, db="cluster", db_options={"mode": "fluvio"}, nemesis=("partition", "kill"),
+                            time_limit=600.0))
+    schedule = comp.schedule()
     kills = set().union(*(_targets(e.fault) for e in schedule if isinstance(e.fault, Kill)))
     cuts = set().union(*(_targets(e.fault) for e in schedule if isinstance(e.fault, Partition)))
     assert "sc" in kills and "sc" in cuts
-    lease = compose(TestSpec(seed=3, mode="lease", nemesis=("partition", "kill"), time_limit=600.0))
-    named = set().union(*(_targets(e.fault) for e in generate_schedule(lease)))
+    lease = compose(TestSpec(seed=3, db="cluster", db_options={"mode": "lease"}, nemesis=("partition", "kill"),
+                             time_limit=600.0))
+    named = set().union(*(_targets(e.fault) for e in lease.schedule()))
     assert named <= set(NODES) and named  # store members are reached only through their hosts
 
 

@@ -1,0 +1,62 @@
+"""The ``cluster`` DB plugin: the demo system under test (``cluster/``), registered like any user's adapter.
+
+Options (``harness dbs`` lists them; each also has the shortcut flag shown):
+
+* ``mode`` (``--mode``): the election algorithm, one of ``cluster.core.election.ELECTIONS``;
+* ``bug`` (``--bug``, repeatable): known bugs switched on in every node (``cluster.core.bugs``), each
+  only in the modes it applies to;
+* ``core`` (``--core NAME=VALUE``, repeatable): ``NodeConfig`` settings for every data node, checked by
+  ``cluster.core.config.check_settings`` (type and range) before anything is deployed.
+
+The adapter itself is :class:`adapters.cluster.db.ClusterDB`; its workload client is
+:class:`adapters.cluster.client.ClusterWorkloadClient`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from adapters.cluster.db import ClusterDB
+from cluster.core.bugs import KNOWN_BUGS, validate_bugs
+from cluster.core.config import check_settings
+from cluster.core.election import ELECTIONS
+from harness.db.plugin import DBContext, DBPlugin, Option
+
+DEFAULT_MODE = "blazingmq"
+
+OPTIONS = (
+    Option("mode", "election algorithm of every node", default=DEFAULT_MODE, choices=tuple(ELECTIONS),
+           flag="--mode", in_name=True),
+    Option("bug", "known bug switched on in every node (cluster/core/bugs.py)", repeatable=True,
+           choices=tuple(sorted(KNOWN_BUGS)), flag="--bug", in_name=True),
+    Option("core", "NodeConfig setting for every node, e.g. leader_quorum_timeout=0 (cluster/core/config.py)",
+           type="settings", flag="--core"),
+)
+
+
+def validate(options: Mapping[str, Any]) -> None:
+    """A bug must apply to the mode; node settings must be ones a node accepts."""
+    validate_bugs(options["bug"], options["mode"])
+    check_settings(options["core"], options["mode"])
+
+
+def name_parts(options: Mapping[str, Any]) -> Sequence[str]:
+    """``raft`` and, with bugs, ``bug-<names>``: ``cluster-raft-bug-vote-twice-register-partition``."""
+    bugs = options.get("bug") or []
+    return [options["mode"], *([f"bug-{'+'.join(bugs)}"] if bugs else [])]
+
+
+def create(options: Mapping[str, Any], context: DBContext) -> ClusterDB:
+    return ClusterDB(options["mode"], options["bug"], core=options["core"], faketime=context.faketime,
+                     seed=context.seed)
+
+
+plugin = DBPlugin(
+    name="cluster",
+    summary="the demo replicated node shipped with the harness (cluster/): five election modes, known bugs",
+    create=create,
+    options=OPTIONS,
+    validate=validate,
+    name_parts=name_parts,
+)

@@ -1,0 +1,124 @@
+"""Judging a stored run: the checkers that apply, the ones that cannot, and ``results.json``.
+
+A checker is *not applicable* when the system under test cannot give it anything to judge: the adapter
+says so (``harness.db.not_applicable``: no LSNs, no terms), or the run shows it (every status
+observation carried ``term: null``: the system has no terms). A not-applicable checker is listed with
+its reason under ``not_applicable`` in ``results.json`` and does not count towards the verdict. A checker
+that applies but finds nothing to judge in this run (no final reads because the run stopped early) is
+``unknown`` with its reason, as before: that is an observation missing, not a property absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from checkers.history import History, HistoryError, load_history, load_journals
+from checkers.leader import STATUS
+from checkers.registry import CHECKERS, CheckInput, run_checker
+from checkers.verdict import UNKNOWN, Valid, Verdict, combine
+from harness import store
+
+SINGLE_LEADER = "single-leader-per-term"
+
+
+def observed_not_applicable(history: History, journals: Mapping[str, Any] | None) -> dict[str, str]:
+    """What the run itself shows cannot be judged: terms, when every status observation said ``null``."""
+    found: dict[str, str] = {}
+    if not journals:
+        terms = [op.value.get("term") for op in history.ops
+                 if op.f == STATUS and op.type == "ok" and isinstance(op.value, Mapping)]
+        if terms and all(term is None for term in terms):
+            found[SINGLE_LEADER] = "the system reports no election terms (every status had term null)"
+    return found
+
+
+def judge(
+    history: History,
+    journals: Mapping[str, Any] | None,
+    *,
+    model: str,
+    checkers: Iterable[str],
+    not_applicable: Mapping[str, str] = {},  # noqa: B006 - read only
+    timeout_s: float | None = None,
+) -> tuple[dict[str, Verdict], dict[str, str]]:
+    """Run each of ``checkers`` that applies (through ``check_safe``); return the verdicts by name and the
+    checkers that cannot apply, with why."""
+    inapplicable = {**observed_not_applicable(history, journals), **not_applicable}
+    inp = CheckInput(history=history, model=model, journals=journals, timeout_s=timeout_s)
+    verdicts: dict[str, Verdict] = {}
+    skipped: dict[str, str] = {}
+    for name in checkers:
+        checker = CHECKERS.get(name)
+        if name in inapplicable:
+            skipped[name] = inapplicable[name]
+        elif checker is None:
+            verdicts[name] = Verdict(UNKNOWN, f"no checker called {name!r}; known: {', '.join(CHECKERS)}")
+        elif not checker.applies(inp):
+            verdicts[name] = Verdict(UNKNOWN, f"{name} cannot judge this run (nothing it needs was recorded)")
+        else:
+            verdicts[name] = run_checker(name, inp)
+    return verdicts, skipped
+
+
+def judge_run(
+    run_dir: store.RunDir,
+    *,
+    test: str,
+    seed: int,
+    model: str,
+    checkers: Sequence[str],
+    not_applicable: Mapping[str, str] = {},  # noqa: B006 - read only
+    timeout_s: float | None = None,
+    duration_s: float = 0.0,
+    error: str | None = None,
+    teardown_errors: Sequence[str] = (),
+    stats: Mapping[str, Any] | None = None,
+    analysed_by: str = "harness (checkers called directly)",
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Judge the stored run in ``run_dir`` and write its ``results.json`` (FORMATS.md); return it.
+
+    A run cut short (``error``) is never valid: at best unknown. A run with no checker that applies is
+    unknown: nothing was judged.
+    """
+    verdicts: dict[str, Verdict] = {}
+    skipped: dict[str, str] = {}
+    ops = 0
+    try:
+        history = load_history(run_dir.history)
+        ops = sum(1 for op in history.ops if op.f != STATUS)
+        journals = load_journals(run_dir.nodes) if any(run_dir.nodes.glob("*/journal.jsonl")) else None
+    except HistoryError as exc:
+        for name in checkers:
+            if name in not_applicable:
+                skipped[name] = not_applicable[name]
+            else:
+                verdicts[name] = Verdict(UNKNOWN, f"{name} could not read the run: {exc}")
+    else:
+        verdicts, skipped = judge(history, journals, model=model, checkers=checkers,
+                                  not_applicable=not_applicable, timeout_s=timeout_s)
+    valid: Valid = combine(verdicts) if verdicts else UNKNOWN
+    if error is not None and valid is True:
+        valid = UNKNOWN  # a run cut short cannot be called valid
+    results: dict[str, Any] = {
+        "valid": valid,
+        "seed": seed,
+        "test": test,
+        "ops": ops,
+        "duration_s": round(duration_s, 3),
+        "checkers": {name: verdict.to_json() for name, verdict in verdicts.items()},
+        "analysed_by": analysed_by,
+    }
+    if skipped:
+        results["not_applicable"] = dict(skipped)
+    if error is not None:
+        results["error"] = error
+    if teardown_errors:
+        results["teardown_errors"] = list(teardown_errors)
+    if stats is not None:
+        results["stats"] = dict(stats)
+    if extra:
+        results.update(extra)
+    store.write_json(run_dir.results, results)
+    return results
