@@ -83,7 +83,7 @@ class TrialFailed(Exception):
 
 def lease_store_group(root: str, size: int = LEASE_STORE_SIZE, host: str = "127.0.0.1") -> LocalCluster:
     """The lease mode's external store: a ``raft`` group whose members' own ids are ``s1..sN`` (as in
-    harness/sim/world.py), so that the data nodes follow the store's ``not-leader`` hints directly."""
+    adapters/cluster/sim.py), so that the data nodes follow the store's ``not-leader`` hints directly."""
     group = LocalCluster(root, size=0, host=host)
     ids = [f"s{i}" for i in range(1, size + 1)]
     addresses = dict(zip(ids, ((host, port) for port in free_ports(size, host)), strict=True))

@@ -28,15 +28,22 @@ the next operation goes to first; one that refused or lost the connection stops 
 redirected nor failed over. The protocol itself is in ``docs/node-core.md``.
 
 ``SyncClient`` wraps the same API for scripts and tests that do not run an event loop.
+
+**Transports.** The policy above is :meth:`Client.request`; how one request reaches one node and its reply
+comes back is a *connection* (:class:`NodeConnection`: TCP, pipelined). ``Client(connect=...)`` takes
+another connection factory: the deterministic simulator passes connections over its simulated network,
+so the simulated client is this client, rule for rule. A connection's ``call`` returns the reply, or
+raises :class:`NeverSent` (definite: the request did not leave), :class:`Lost` (the connection dropped
+with it outstanding) or ``TimeoutError``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from cluster.core.errors import ERRORS
 from cluster.wire import LineDecoder, MessageTooLarge, encode
@@ -79,7 +86,7 @@ class Result:
         return self.type != "info"
 
 
-class _NeverSent(Exception):
+class NeverSent(Exception):
     """The request did not leave this process; the operation certainly did not happen."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -87,8 +94,21 @@ class _NeverSent(Exception):
         self.code = code
 
 
-class _Lost(Exception):
+class Lost(Exception):
     """The connection closed while a request was outstanding."""
+
+
+class Connection(Protocol):
+    """One node's transport (module docstring, "Transports")."""
+
+    async def call(self, request: dict[str, Any], timeout: float,
+                   connect_timeout: float | None = None) -> dict[str, Any]: ...
+
+    async def close(self) -> None: ...
+
+
+Connect = Callable[[str, str, int], Connection]
+"""``connect(node, host, port)``: a connection to one node (not opened until its first call)."""
 
 
 class NodeConnection:
@@ -112,7 +132,7 @@ class NodeConnection:
         """Send ``request`` (its ``id`` is assigned here) and await its reply; connecting (when there is
         no open connection) takes at most ``connect_timeout`` of the ``timeout``.
 
-        Raises ``_NeverSent``, ``_Lost`` or ``TimeoutError``.
+        Raises ``NeverSent``, ``Lost`` or ``TimeoutError``.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -120,7 +140,7 @@ class NodeConnection:
         try:
             data = encode({**request, "id": request_id})
         except MessageTooLarge as exc:
-            raise _NeverSent(REQUEST_TOO_LARGE, str(exc)) from None
+            raise NeverSent(REQUEST_TOO_LARGE, str(exc)) from None
         connect_by = deadline if connect_timeout is None else min(deadline, loop.time() + connect_timeout)
         writer = await self._connected(connect_by)
         future: asyncio.Future[dict[str, Any]] = loop.create_future()
@@ -158,15 +178,15 @@ class NodeConnection:
                 return self._writer
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
-                raise _NeverSent(CONNECTION_REFUSED, f"no time left to connect to {self.node}")
+                raise NeverSent(CONNECTION_REFUSED, f"no time left to connect to {self.node}")
             try:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(self.host, self.port), remaining)
             except TimeoutError:
-                raise _NeverSent(CONNECTION_REFUSED,
+                raise NeverSent(CONNECTION_REFUSED,
                                  f"could not connect to {self.node} at {self.host}:{self.port} in time") from None
             except OSError as exc:
-                raise _NeverSent(CONNECTION_REFUSED,
+                raise NeverSent(CONNECTION_REFUSED,
                                  f"could not connect to {self.node} at {self.host}:{self.port}: {exc}") from None
             self._writer = writer
             self._reader_task = asyncio.create_task(self._read_replies(reader, writer))
@@ -192,7 +212,7 @@ class NodeConnection:
             writer.close()
             for future, sent_on in list(self._pending.values()):
                 if sent_on is writer and not future.done():
-                    future.set_exception(_Lost(f"connection to {self.node} closed"))
+                    future.set_exception(Lost(f"connection to {self.node} closed"))
 
     async def close(self) -> None:
         writer, self._writer = self._writer, None
@@ -218,12 +238,13 @@ class Client:
     Each operation goes to ``node=`` if given, else to the node that last answered ``ok`` or that a
     redirect named, else to the first node of ``nodes``; from there it follows redirects and fails over
     (module docstring). ``timeout`` (seconds) bounds the whole operation, redirects and failovers included;
-    ``connect_timeout`` bounds each connection attempt within it.
+    ``connect_timeout`` bounds each connection attempt within it. ``connect`` makes the connection to a
+    node (default: :class:`NodeConnection`, TCP).
     """
 
     def __init__(self, nodes: Mapping[str, tuple[str, int]], *, timeout: float = DEFAULT_TIMEOUT,
                  max_redirects: int = DEFAULT_MAX_REDIRECTS,
-                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT, connect: Connect | None = None) -> None:
         if not nodes:
             raise ValueError("a client needs at least one node address")
         if not connect_timeout > 0:
@@ -233,7 +254,8 @@ class Client:
         self.max_redirects = max_redirects
         self.connect_timeout = connect_timeout
         self.leader_hint: str | None = None
-        self._connections: dict[str, NodeConnection] = {}
+        self._connect: Connect = connect or NodeConnection
+        self._connections: dict[str, Connection] = {}
 
     async def read(self, key: str, *, node: str | None = None, timeout: float | None = None,
                    local: bool = False) -> Result:
@@ -286,14 +308,14 @@ class Client:
             tried.add(target)
             try:
                 reply = await self._connection(target).call(request, deadline - loop.time(), self.connect_timeout)
-            except _NeverSent as exc:
+            except NeverSent as exc:
                 result = Result("fail", error=exc.code, message=str(exc), node=target, redirects=hops)
                 if exc.code != CONNECTION_REFUSED:
                     return result
                 refused.add(target)
                 if self.leader_hint == target:
                     self.leader_hint = None
-            except _Lost as exc:
+            except Lost as exc:
                 if self.leader_hint == target:
                     self.leader_hint = None  # it may have died: the next operation starts elsewhere
                 return Result("info", error=CONNECTION_LOST, message=str(exc), node=target, redirects=hops)
@@ -325,11 +347,11 @@ class Client:
                 target = untried
             hops += 1
 
-    def _connection(self, node: str) -> NodeConnection:
+    def _connection(self, node: str) -> Connection:
         connection = self._connections.get(node)
         if connection is None:
             host, port = self.nodes[node]
-            connection = self._connections[node] = NodeConnection(node, host, port)
+            connection = self._connections[node] = self._connect(node, host, port)
         return connection
 
     async def close(self) -> None:

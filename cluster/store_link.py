@@ -41,7 +41,7 @@ class StoreLinks:
     async def _call(self, connection: NodeConnection, member: str, request: dict[str, Any]) -> None:
         try:
             reply = await connection.call(request, self._timeout, connect_timeout=self._timeout / 2)
-        except Exception as exc:  # _NeverSent, _Lost, TimeoutError, OSError: no reply; the core times out
+        except Exception as exc:  # NeverSent, Lost, TimeoutError, OSError: no reply; the core times out
             log.debug("store call to %s got no reply: %r", member, exc)
             return
         self._deliver(member, {**reply, "id": request.get("id")})

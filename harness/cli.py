@@ -14,7 +14,6 @@ engine or node image), 255 the harness itself crashed. A bad name is answered wi
 from __future__ import annotations
 
 import argparse
-import secrets
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -25,9 +24,9 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from checkers.registry import CHECKERS
 from checkers.verdict import exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
+from harness.arguments import add_test_arguments, db_argument, spec_from_args
 from harness.compose import compose
 from harness.db.plugin import DBPlugin, PluginError, installed, load_plugin
 from harness.interpreter import RunStats
@@ -35,7 +34,8 @@ from harness.report.cli import add_report_parser, add_serve_parser
 from harness.reproduce import reproduce
 from harness.run import RunResult, run
 from harness.sim.cli import add_simulate_parser
-from harness.spec import LIMITS, PLATFORMS, ConfigError, TestSpec
+from harness.sim.run import simulatable_db
+from harness.spec import PLATFORMS, ConfigError, TestSpec
 from harness.store import StoreError
 from harness.subcommand import (
     EXIT_CRASH,
@@ -43,59 +43,32 @@ from harness.subcommand import (
     CommandParser,
     UsageError,
     count,
-    fault_packages,
     print_checker_verdicts,
-    rate,
     run_command,
-    seconds,
     verdict_line,
 )
-from nemesis.generator import nemesis_names
-from workloads.generator import workload_names
 
 ANALYSES = ("spark", "direct")
 EXIT_BAD_CONFIG = 254
 
 
 def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
-    """The command line; ``plugin`` (the ``--db`` of ``harness run``, loaded first) adds its options' flags."""
+    """The command line; ``plugin`` (the ``--db`` of ``harness run`` or ``simulate``, loaded first) adds its
+    options' flags (``harness.arguments``)."""
     parser = CommandParser(prog="harness", description="Jepsen-style chaos tests of leader-based replicated systems.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser, metavar="COMMAND")
 
     run_cmd = commands.add_parser("run", help="deploy a system, run a seeded workload under faults, judge it",
                                   formatter_class=argparse.RawDescriptionHelpFormatter,
                                   description="Run one chaos test and store it (history, journals, verdict).")
-    dbs = ", ".join(installed()) or "none installed"
-    run_cmd.add_argument("--db", required=True, metavar="NAME",
-                         help=f"the system under test: an installed DB plugin ({dbs}) or package.module:factory")
-    run_cmd.add_argument("--db-opt", dest="db_opts", action="append", default=[], metavar="NAME=VALUE",
-                         help="an option of the DB adapter (repeatable); harness dbs lists each DB's options")
-    run_cmd.add_argument("--nodes", type=count, default=5, help="number of nodes (default 5)")
-    run_cmd.add_argument("--workload", default="register", help=f"workload ({', '.join(workload_names())})")
-    run_cmd.add_argument("--nemesis", default="partition,kill,pause,clock",
-                         help=f"comma-separated fault packages, or none (default partition,kill,pause,clock); "
-                              f"packages: {', '.join(nemesis_names())}")
-    run_cmd.add_argument("--time-limit", type=seconds, default=60.0,
-                         help=f"seconds of chaos (default 60, at most {LIMITS['time_limit'].maximum:g})")
-    run_cmd.add_argument("--concurrency", type=count, default=10, help="client processes (default 10)")
+    add_test_arguments(run_cmd, plugin, db_required=True)
     run_cmd.add_argument("--seed", type=int, default=None, help="the run's seed (default: random, printed)")
-    run_cmd.add_argument("--platform", default="docker", help=f"where the nodes run ({', '.join(PLATFORMS[:2])})")
+    run_cmd.add_argument("--platform", default="docker",
+                         help=f"where the nodes run: {', '.join(PLATFORMS)} (sim: the deterministic simulator)")
     run_cmd.add_argument("--hosts", default=None, help="ssh platform: file of nodes and hosts")
     run_cmd.add_argument("--image", default=None,
                          help="docker platform: the node image (default: the adapter's own, else chaos-node:latest)")
-    run_cmd.add_argument("--store", default="store", help="store directory (default ./store)")
-    run_cmd.add_argument("--rate", type=rate, default=10.0,
-                         help="operations per second per client process (0: as fast as possible; default 10)")
-    run_cmd.add_argument("--nemesis-interval", type=seconds, default=10.0,
-                         help=f"mean seconds between nemesis operations (default 10, at least "
-                              f"{LIMITS['nemesis_interval'].minimum:g})")
-    run_cmd.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
-    run_cmd.add_argument("--checkers", default=None, metavar="NAMES",
-                         help=f"comma-separated subset of the workload's checkers ({', '.join(CHECKERS)})")
-    run_cmd.add_argument("--name", default=None, help="test name in the store (default from the options)")
     run_cmd.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
-    if plugin is not None:
-        _add_plugin_flags(run_cmd, plugin)
 
     repro = commands.add_parser("reproduce", help="re-run a stored run's spec and schedule",
                                 description="Re-run a stored test with its spec and nemesis schedule and "
@@ -104,7 +77,7 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     repro.add_argument("--times", type=count, default=1, help="how many replays (default 1)")
     repro.add_argument("--store", default=None, help="store the replays here (default: the original's store)")
     repro.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
-    run_cmd.set_defaults(handler=_cmd_run, plugin=plugin)
+    run_cmd.set_defaults(handler=_cmd_run)
     repro.set_defaults(handler=_cmd_reproduce)
     for command in (run_cmd, repro):
         command.add_argument("--analysis", choices=ANALYSES, default="spark",
@@ -119,58 +92,8 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     add_suite_parser(commands)
     add_report_parser(commands)
     add_serve_parser(commands)
-    add_simulate_parser(commands)
+    add_simulate_parser(commands, plugin)
     return parser
-
-
-def _add_plugin_flags(command: argparse.ArgumentParser, plugin: DBPlugin) -> None:
-    """The plugin's options in ``--help``, and the shortcut flags they declare (``--mode raft``)."""
-    group = command.add_argument_group(
-        f"options of the {plugin.name} DB (--db-opt NAME=VALUE, or the flag shown)",
-        "\n".join(option.describe() for option in plugin.options) or "none",
-    )
-    for option in plugin.options:
-        if option.flag:
-            group.add_argument(option.flag, dest=f"db_flag_{option.name}", action="append", default=[],
-                               metavar="VALUE", help=option.help)
-
-
-def db_options_from_args(args: argparse.Namespace, plugin: DBPlugin) -> dict:
-    """The DB options given on the command line: ``--db-opt`` pairs and the plugin's shortcut flags."""
-    raw = plugin.parse_args(args.db_opts)
-    for option in plugin.options:
-        for text in getattr(args, f"db_flag_{option.name}", []) or []:
-            plugin.add_text(raw, option.name, text)
-    return raw
-
-
-def spec_from_args(args: argparse.Namespace, plugin: DBPlugin | None = None) -> TestSpec:
-    """The spec of ``harness run``'s arguments; the DB options parsed with the plugin's declarations."""
-    plugin = plugin if plugin is not None else args.plugin
-    try:
-        db_options = db_options_from_args(args, plugin) if plugin is not None else {}
-    except PluginError as exc:
-        raise ConfigError(str(exc)) from None
-    checkers = None if args.checkers is None else tuple(n.strip() for n in args.checkers.split(",") if n.strip())
-    return TestSpec(
-        seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
-        db=args.db,
-        nodes=args.nodes,
-        workload=args.workload,
-        nemesis=fault_packages(args.nemesis),
-        time_limit=args.time_limit,
-        concurrency=args.concurrency,
-        db_options=db_options,
-        platform=args.platform,
-        hosts=args.hosts,
-        store=args.store,
-        name=args.name,
-        op_timeout=args.op_timeout,
-        nemesis_interval=args.nemesis_interval,
-        rate=args.rate,
-        image=args.image,
-        checkers=checkers,
-    )
 
 
 # -- the live view ---------------------------------------------------------------------------------------
@@ -352,29 +275,17 @@ def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> 
     return 0 if codes else 2
 
 
-def _db_argument(argv: Sequence[str]) -> str | None:
-    """The value of ``harness run``'s ``--db`` in ``argv``, if it is there (read before parsing, so that
-    the plugin's options can be part of the parser)."""
-    if not argv or argv[0] != "run":
-        return None
-    for i, word in enumerate(argv):
-        if word == "--":
-            return None
-        if word == "--db" and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith("--db="):
-            return word.partition("=")[2]
-    return None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    err = Console(stderr=True, soft_wrap=True)
+    name, chosen = db_argument(argv, ("run", "simulate"))
     plugin = None
-    name = _db_argument(argv)
-    if name is not None:
-        try:
+    try:
+        if chosen and name is None and argv[0] == "simulate" and not any(a in ("-h", "--help") for a in argv):
+            name = simulatable_db()
+        if name is not None:
             plugin = load_plugin(name)
-        except PluginError as exc:
-            Console(stderr=True, soft_wrap=True).print(f"harness run: {exc}", markup=False, highlight=False)
-            return EXIT_BAD_CONFIG
+    except (PluginError, ConfigError) as exc:
+        err.print(f"harness {argv[0]}: {exc}", markup=False, highlight=False)
+        return EXIT_BAD_CONFIG
     return run_command(_parser(plugin), argv, bad_input=(ConfigError, StoreError, PluginError, UsageError))

@@ -66,6 +66,13 @@ class HistoryWriter:
             self._file = None
             raise ValueError(f"{self.path} already holds a history; a run writes a new file")
 
+    def start(self) -> None:
+        """Make now the test's start (time 0), if nothing has been written yet: the interpreter calls it
+        when the workload begins, after whatever preparation it does not record."""
+        with self._lock:
+            if self._index == 0:
+                self.start_ns = self._clock()
+
     @property
     def count(self) -> int:
         """How many events have been written."""

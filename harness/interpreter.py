@@ -27,8 +27,19 @@ recorded like any other.
 Process ids: workers start as ``0 .. concurrency-1``, pollers take the next ``len(nodes)`` ids, and
 every replacement process takes the next unused id after those.
 
+Before the first operation, with a status probe, the interpreter waits (bounded by ``leader_timeout``)
+until some node says it leads; that wait is not recorded, and the history's time 0 is when the workload
+starts (:meth:`HistoryWriter.start`).
+
 Time: the interpreter reads only ``clock()`` (monotonic seconds, default: the event loop's clock) and
-waits only through the event loop, so a test can run it on a virtual-time loop.
+waits only through the event loop. That is what makes it the simulator's interpreter too: there it runs
+on a virtual-time loop (``harness.sim.loop``), so every rule here holds in container and simulated runs
+alike, written once. Faults are applied through ``nemesis.driver.FaultDriver`` by ``run_fault`` (a worker
+thread on real hosts, whose shells block; a direct call in the simulator, which must not use threads).
+
+``scripts`` replace the workload's streams with fixed operations per worker slot (a shrunk or hand-written
+run): slot ``s`` invokes its list in order, whatever process id it has at the time, then idles.
+:attr:`Interpreter.invoked` records what each slot invoked in the chaos phase.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from typing import Any, Protocol
 
 from harness.db import STATUS_FIELDS, StatusError
 from harness.history import HistoryWriter
+from nemesis.faults import Outcome
 from workloads.ops import FinalOps, Op
 
 log = logging.getLogger(__name__)
@@ -126,27 +138,19 @@ class ScheduledFault(Protocol):
     def fault(self) -> Any: ...
 
 
-@dataclass(frozen=True)
-class FaultOutcome:
-    """What applying a fault did: ``value`` is what was actually applied; ``error`` why (part of) it was not."""
-
-    value: Any = None
-    error: str | None = None
-
-    @property
-    def applied(self) -> bool:
-        return self.error is None
+FaultOutcome = Outcome
+"""What applying a fault did (``nemesis.faults.Outcome``): ``value`` applied, ``error`` why not."""
 
 
 class NemesisDriver(Protocol):
-    """Applies faults (pure data from the nemesis generator) to the running nodes."""
+    """Applies faults (pure data from the nemesis generator): ``nemesis.driver.FaultDriver``."""
 
     def describe(self, fault: Any) -> tuple[str, Any]:
         """The ``f`` and ``value`` recorded on the fault's invoke."""
         ...
 
-    async def apply(self, fault: Any, view: ClusterView) -> FaultOutcome:
-        """Apply ``fault`` now; ``view`` resolves targets such as the current leader."""
+    def apply(self, fault: Any, leader: str | None) -> Outcome:
+        """Apply ``fault`` now, resolving leader-aimed targets to ``leader``."""
         ...
 
     def recovery_faults(self) -> list[Any]:
@@ -156,6 +160,15 @@ class NemesisDriver(Protocol):
     def active(self) -> list[str]:
         """Short descriptions of the faults in effect now (for the live view)."""
         ...
+
+
+FaultRunner = Callable[[Callable[[], Outcome]], Awaitable[Outcome]]
+"""How a fault's (possibly blocking) application is awaited: ``asyncio.to_thread`` on real hosts."""
+
+
+async def run_in_thread(apply: Callable[[], Outcome]) -> Outcome:
+    """A ``FaultRunner`` for platforms whose faults block (shell commands over remotes)."""
+    return await asyncio.to_thread(apply)
 
 
 @dataclass
@@ -248,6 +261,9 @@ class InterpreterConfig:
     status_timeout: float = 1.0
     recovery_timeout: float = 30.0
     final_op_timeout: float = 10.0
+    leader_timeout: float = 30.0
+    """Before the first operation: how long to wait for some node to say it leads (then start anyway)."""
+    leader_poll: float = 0.2
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -310,6 +326,9 @@ class Interpreter:
         caught_up: CatchUpProbe | None = None,
         clock: Callable[[], float] | None = None,
         stats: RunStats | None = None,
+        run_fault: FaultRunner = run_in_thread,
+        scripts: Mapping[int, Sequence[Op]] | None = None,
+        on_start: Callable[[], None] | None = None,
     ) -> None:
         self.history = history
         self.nodes = tuple(nodes)
@@ -322,6 +341,11 @@ class Interpreter:
             raise ValueError("a fault schedule needs a nemesis driver to apply it")
         self.status = status
         self.caught_up = caught_up
+        self.run_fault = run_fault
+        self.scripts = None if scripts is None else {int(slot): list(ops) for slot, ops in scripts.items()}
+        self.on_start = on_start
+        self.invoked: dict[int, list[Op]] = {}
+        """Worker slot -> the operations it invoked in the chaos phase, in order."""
         self._clock = clock
         self.stats = stats if stats is not None else RunStats()
         self.view = ClusterView(self.nodes, self.clock)
@@ -346,9 +370,15 @@ class Interpreter:
         return process
 
     async def run(self) -> RunStats:
-        """The chaos phase for ``time_limit`` seconds, then the final phase. Returns the counters."""
+        """Wait for a first leader, then the chaos phase for ``time_limit`` seconds, then the final phase.
+        Returns the counters."""
         self._stopping = asyncio.Event()
         self._polling_done = asyncio.Event()
+        if self.status is not None:
+            await self._wait_for_leader()
+        self.history.start()
+        if self.on_start is not None:
+            self.on_start()
         self._start = self.clock()
         self.stats.started_at = self._start
         self.stats.phase = "chaos"
@@ -383,6 +413,26 @@ class Interpreter:
                 await asyncio.gather(*pollers, return_exceptions=True)
         return self.stats
 
+    async def _wait_for_leader(self) -> None:
+        """Before the first operation, wait (bounded) until some node says it leads. Not recorded."""
+        assert self.status is not None
+        deadline = self.clock() + self.config.leader_timeout
+        while self.clock() < deadline:
+            for node in self.nodes:
+                try:
+                    status = await asyncio.wait_for(self.status(node, self.config.status_timeout),
+                                                    self.config.status_timeout + 0.5)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # noqa: BLE001 - not up yet
+                    continue
+                if status.get("role") == "leader":
+                    log.info("first leader %s in term %s", node, status.get("term"))
+                    return
+            await asyncio.sleep(self.config.leader_poll)
+        log.warning("no leader within %.0f s of starting the nodes; starting the workload anyway",
+                    self.config.leader_timeout)
+
     # -- waiting --------------------------------------------------------------------------------------
 
     async def _sleep_until(self, offset: float, interrupt: asyncio.Event | None = None) -> bool:
@@ -407,23 +457,32 @@ class Interpreter:
         """One client slot: its process's stream, each op after its think time, until the time limit."""
         assert self._stopping is not None
         process = slot
-        stream = self.workload.stream(process)
+        stream = self._stream(slot, process)
         client = await self.open_client(process)
         try:
             while not self._stopping.is_set():
-                op = next(stream)
+                op = next(stream, None)
+                if op is None:  # a script ran out: the slot idles until the time limit
+                    break
                 if op.think > 0 and not await self._pause(op.think):
                     break
                 if op.key is not None:
                     self.keys.add(op.key)
+                self.invoked.setdefault(slot, []).append(op)
                 completion = await self._execute(process, client, op, self.config.op_timeout)
                 if completion.type == "info":
                     await _close_quietly(client)
                     process = self.new_process()
-                    stream = self.workload.stream(process)
+                    if self.scripts is None:
+                        stream = self.workload.stream(process)
                     client = await self.open_client(process)
         finally:
             await _close_quietly(client)
+
+    def _stream(self, slot: int, process: int) -> Iterator[Op]:
+        if self.scripts is not None:
+            return iter(self.scripts.get(slot, ()))
+        return self.workload.stream(process)
 
     async def _pause(self, seconds: float) -> bool:
         """Wait ``seconds``; ``False`` if the time limit came first."""
@@ -522,20 +581,22 @@ class Interpreter:
                 break
             await self._apply_fault(entry.fault)
 
-    async def _apply_fault(self, fault: Any) -> FaultOutcome:
+    async def _apply_fault(self, fault: Any) -> Outcome:
         assert self.nemesis is not None
-        f, value = self.nemesis.describe(fault)
+        nemesis = self.nemesis
+        f, value = nemesis.describe(fault)
         self.history.invoke(NEMESIS_PROCESS, f, None, value)
         self.stats.faults_invoked[f] += 1
+        leader, _ = self.view.leader()
         try:
-            outcome = await self.nemesis.apply(fault, self.view)
+            outcome = await self.run_fault(lambda: nemesis.apply(fault, leader))
         except asyncio.CancelledError:
             self.history.complete(NEMESIS_PROCESS, "info", f, None, None, error="cancelled: the run stopped")
             raise
         except Exception as exc:  # noqa: BLE001 - a fault that could not be applied is recorded as such
             log.warning("nemesis %s could not be applied: %s: %s", f, type(exc).__name__, exc)
             log.debug("nemesis %s traceback", f, exc_info=True)
-            outcome = FaultOutcome(error=f"{type(exc).__name__}: {exc}")
+            outcome = Outcome(error=f"{type(exc).__name__}: {exc}")
         self.history.complete(
             NEMESIS_PROCESS, "ok" if outcome.applied else "info", f, None, outcome.value, error=outcome.error
         )
@@ -543,7 +604,7 @@ class Interpreter:
             self.stats.faults_applied[f] += 1
         else:
             self.stats.fault_errors.append(f"{f}: {outcome.error}")
-        self.stats.active_faults = self.nemesis.active()
+        self.stats.active_faults = nemesis.active()
         return outcome
 
     # -- final phase ----------------------------------------------------------------------------------

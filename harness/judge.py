@@ -119,6 +119,6 @@ def judge_run(
     if stats is not None:
         results["stats"] = dict(stats)
     if extra:
-        results.update(extra)
+        results.update(extra)  # a simulated run's duration is in simulated seconds
     store.write_json(run_dir.results, results)
     return results

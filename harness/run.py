@@ -24,7 +24,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,24 +32,17 @@ from typing import Any
 from checkers.verdict import Valid, exit_code
 from harness import store
 from harness.compose import Composition, compose
-from harness.db import (
-    DB,
-    Deployment,
-    Pause,
-    Process,
-    Status,
-    collected_files,
-    db_version,
-    hosts_of,
-    reply_ports,
-)
-from harness.fault_driver import ClusterNemesis, heal_everything
+from harness.db import DB, db_version
 from harness.history import HistoryWriter
 from harness.interpreter import Interpreter, InterpreterConfig, RunStats
 from harness.judge import judge_run
-from harness.spec import ConfigError, TestSpec, rng_for
+from harness.platforms import Launch, Session
+from harness.platforms.real import RealPlatform
+from harness.platforms.sim import SimPlatform
+from harness.spec import ConfigError, TestSpec
 from nemesis.generator import ScheduledFault
-from nemesis.shell import FakeTime, ShellNemesis, install_faketime
+from workloads.generator import script_lines
+from workloads.ops import Op
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +66,9 @@ class RunResult:
     error: str | None = None
     interrupted: bool = False
     teardown_errors: list[str] = field(default_factory=list)
+    invoked: dict[int, list[Op]] = field(default_factory=dict)
+    """Worker slot -> the operations it invoked in the chaos phase (what a shrinker replays)."""
+    schedule: tuple[ScheduledFault, ...] = ()
 
     @property
     def failed_checkers(self) -> list[str]:
@@ -89,111 +84,115 @@ def run(
     *,
     db: DB | None = None,
     schedule: Sequence[ScheduledFault] | None = None,
+    scripts: Mapping[int, Sequence[Op]] | None = None,
     stats: RunStats | None = None,
     reproduces: str | None = None,
     on_stored: Callable[[Path], None] | None = None,
+    run_dir: str | Path | None = None,
+    replay_command: str | None = None,
+    report: bool = True,
 ) -> RunResult:
     """Run one test and return its result. The steps, in order:
 
     1. Compose (``harness.compose``): check every name and number, load the DB plugin and check its
        options (or take ``db``, an adapter the caller built), bind the workload, check that the DB has the
-       capabilities the workload and the nemesis need, and (docker) that an engine answers and the image exists, or
-       (ssh) that the hosts file is sound and every host answers, with its key pinned, as root. A
-       failure here raises :class:`ConfigError` and leaves nothing behind: no run is stored.
-    2. Store: create ``store/<test>/<timestamp>/`` and write ``test.json`` (spec, seed, versions, git
-       commit) and ``schedule.jsonl`` (the stored ``schedule`` when reproducing, else what the seed
+       capabilities the workload and the nemesis need; then the platform's preflight: (docker) an engine
+       that answers and the image, (ssh) a sound hosts file and every host answering with its key pinned,
+       as root, (sim) a DB that can be simulated. A failure here raises :class:`ConfigError` and leaves
+       nothing behind: no run is stored.
+    2. Store: create ``store/<test>/<timestamp>/`` (or use ``run_dir``) and write ``test.json`` (spec,
+       seed, versions, git commit) and ``schedule.jsonl`` (the given ``schedule``, else what the seed
        generates); log to ``harness.log``. From here on, whatever happens, the run stays analysable.
-    3. Bring up the platform: containers on an internal network (docker) or the given hosts (ssh).
-    4. Install and start the DB on every node, in parallel; wait (bounded) for a first leader.
-    5. Interpret: clients, nemesis and status pollers for ``time_limit`` seconds, then the final phase
-       (heal, resume, restart, wait for recovery, final reads), every event appended to ``history.jsonl``.
-    6. Teardown, on every exit path, in this order: heal every network fault, resume every paused
-       process (if the DB can pause), collect each host's journals and logs (where the adapter says:
-       ``nodes/<node>/`` by default), stop and wipe the DB on every host,
-       remove the containers and the network. Ctrl-C during teardown is ignored (it would leave
-       containers behind).
+    3. Bring up the platform (``harness.platforms``): containers on an internal network, the given hosts,
+       or the simulated world.
+    4. Install and start the DB on every host, in parallel (the simulator starts its processes).
+    5. Interpret (``harness.interpreter``, on the platform's clock: real, or the simulator's virtual
+       time): wait (bounded) for a first leader, then clients, nemesis and status pollers for
+       ``time_limit`` seconds, then the final phase (heal, resume, restart, wait for recovery, final
+       reads), every event appended to ``history.jsonl``. ``scripts`` replace the workload's streams.
+    6. Teardown, on every exit path (``harness.platforms.real``): heal every network fault, resume every
+       paused process, collect each host's journals and logs, stop and wipe the DB, remove the containers
+       and the network; a Ctrl-C during teardown is ignored (it would leave containers behind). The
+       simulator writes its journals instead, and what each worker slot invoked into ``schedule.jsonl``.
     7. Judge (``harness.judge``): run the checkers that apply (each through ``check_safe``; those that
-       cannot apply to this DB are reported as not applicable), and write ``results.json``. A run that crashed or was interrupted gets ``results.json`` with
-       ``valid: "unknown"`` and the error, and keeps everything recorded up to the crash.
+       cannot apply to this DB are reported as not applicable), and write ``results.json``. A run that
+       crashed or was interrupted gets ``valid: "unknown"`` and the error, and keeps everything recorded.
+       Then (unless ``report`` is false: an exploration's scratch runs) ``report.html`` and the store's
+       index are written.
     """
     # 1. Compose.
     comp = compose(spec, db)
-    engine = _preflight(comp, hosts_of(comp.db, comp.node_names))
+    platform = platform_for(comp)
+    platform.preflight()
     stats = stats if stats is not None else RunStats()
     stats.phase = "deploying"
     started = time.monotonic()
     started_wall = datetime.now(UTC)
 
     # 2. Store.
-    run_dir = store.create_run(spec.store, comp.test_name, started_wall)
+    if run_dir is None:
+        directory = store.create_run(spec.store, comp.test_name, started_wall)
+    else:
+        directory = store.RunDir(Path(run_dir))
+        directory.path.mkdir(parents=True, exist_ok=True)
     if on_stored is not None:
-        on_stored(run_dir.path)
-    log_handler = _attach_log(run_dir)
+        on_stored(directory.path)
+    log_handler = _attach_log(directory)
     timings: dict[str, Any] = {"started": started_wall.isoformat(timespec="seconds")}
-    test_doc = test_record(comp, timings, reproduces)
-    store.write_json(run_dir.test_json, test_doc)
+    test_doc = test_record(comp, timings, reproduces, replay_command)
+    store.write_json(directory.test_json, test_doc)
     if schedule is None:
         schedule = comp.schedule()
-    store.write_jsonl(run_dir.schedule, (entry.to_json() for entry in schedule))
-    log.info("run %s: seed %d, %s", run_dir.path, spec.seed, comp.command())
+    store.write_jsonl(directory.schedule, (entry.to_json() for entry in schedule))
+    if scripts is not None:
+        # The run's operations are these, not the workload's streams: a replay must use them too.
+        store.append_jsonl(directory.schedule, script_lines(scripts))
+        test_doc["scripted"] = True
+        store.write_json(directory.test_json, test_doc)
+    log.info("run %s: seed %d, %s", directory.path, spec.seed, comp.command())
 
     error: str | None = None
     interrupted = False
     teardown_errors: list[str] = []
+    session: Session | None = None
+    interpreter: Interpreter | None = None
     history: HistoryWriter | None = None
     try:
         with contextlib.ExitStack() as stack:
-            stack.callback(_close_engine, engine)
-            # 3. Bring up the platform. Its close is the last teardown step.
-            platform = _platform(spec, comp, engine)
-            stack.callback(_teardown_step, teardown_errors, "remove containers and network (ssh: disconnect)",
-                           platform.close)
-            remotes = platform.start()
-            timings["platform_s"] = round(time.monotonic() - started, 3)
-            log.info("platform %s up with %d nodes in %.1f s", spec.platform, len(remotes), timings["platform_s"])
-            # Where nodes reach each other may differ from where the controller reaches them (ssh).
-            peer_host = getattr(platform, "peer_host", platform.address)
-            # Hosts: one per data node, plus the DB's extra hosts (the fluvio controller's sc).
-            hosts = hosts_of(comp.db, comp.node_names)
-            deployment = Deployment(
-                nodes=comp.node_names,
-                peer_hosts={n: peer_host(n) for n in hosts},
-                client_hosts={n: platform.address(n) for n in hosts},
-                extra_hosts=hosts[len(comp.node_names):],
-            )
-            test_doc["platform"] = {"kind": spec.platform, "run_id": getattr(platform, "run_id", None),
-                                    "addresses": dict(deployment.client_hosts)}
-            store.write_json(run_dir.test_json, test_doc)
-            # Teardown steps run in the reverse order of registration.
-            stack.callback(_teardown_step, teardown_errors, "stop and wipe the DB",
-                           lambda: _on_nodes(deployment.hosts, lambda n: comp.db.teardown(deployment, n, remotes[n])))
-            stack.callback(_teardown_step, teardown_errors, "collect journals and logs",
-                           lambda: _collect(comp, deployment, remotes, run_dir))
-            if isinstance(comp.db, Pause):
-                stack.callback(_teardown_step, teardown_errors, "resume paused processes",
-                               lambda: _on_nodes(comp.fault_targets(),
-                                                 lambda n: _resume_quietly(comp, deployment, n, remotes[n])))
-            stack.callback(_teardown_step, teardown_errors, "heal the network",
-                           lambda: _heal_network(comp, deployment, remotes))
-            stack.callback(_ignore_interrupts_during_teardown)
-
-            # 4. Install and start the DB.
-            def deploy(node: str) -> None:
-                if comp.faketime is not None:
-                    _install_faketime(remotes[node], comp.faketime)
-                comp.db.setup(deployment, node, remotes[node])
-
-            _on_nodes(deployment.hosts, deploy)
-            timings["deployed_s"] = round(time.monotonic() - started, 3)
-            log.info("deployed %d nodes on %d hosts in %.1f s", len(comp.node_names), len(deployment.hosts),
-                     timings["deployed_s"])
-
+            # 3, 4. Bring up the platform and deploy; 6. the teardown steps go on the stack.
+            session = platform.deploy(Launch(stack, directory, teardown_errors, timings, test_doc, started))
+            if spec.platform != "sim":
+                stack.callback(_ignore_interrupts_during_teardown)
             # 5. Interpret.
-            history = HistoryWriter(run_dir.history)
-            # Epoch seconds at history time 0: lets the report place node journals on the history's axis.
-            timings["history_started_wall"] = time.time()
+            history = HistoryWriter(directory.history, clock=session.clock_ns)
             stack.callback(history.close)
-            asyncio.run(_interpret(comp, deployment, remotes, history, schedule, stats))
+
+            def history_started() -> None:
+                # Epoch seconds at history time 0: lets the report place journals on the history's axis.
+                timings["history_started_wall"] = session.wall_at(history.start_ns)
+
+            interpreter = Interpreter(
+                history,
+                nodes=comp.node_names,
+                workload=comp.workload,
+                open_client=session.open_client,
+                config=InterpreterConfig(
+                    concurrency=spec.concurrency,
+                    time_limit=spec.time_limit,
+                    op_timeout=spec.op_timeout + 1.0,
+                    recovery_timeout=spec.recovery_timeout,
+                    leader_timeout=spec.leader_timeout,
+                ),
+                nemesis=session.nemesis,
+                schedule=schedule,
+                status=session.status,
+                caught_up=session.caught_up,
+                stats=stats,
+                run_fault=session.run_fault,
+                scripts=scripts,
+                on_start=history_started,
+            )
+            session.execute(_bounded(interpreter, session.bound))
             timings["interpreted_s"] = round(time.monotonic() - started, 3)
     except KeyboardInterrupt:
         interrupted = True
@@ -204,21 +203,30 @@ def run(
         log.error("run crashed: %s\n%s", error, traceback.format_exc())
     finally:
         _restore_interrupts()
+        if session is not None:
+            try:
+                session.finish()
+            except Exception as exc:  # noqa: BLE001 - what could be kept is kept; say what was not
+                teardown_errors.append(f"finish: {type(exc).__name__}: {exc}")
+        if spec.platform == "sim" and interpreter is not None and scripts is None:
+            store.append_jsonl(directory.schedule, script_lines(interpreter.invoked))
 
-    # 7. Check.
+    # 7. Judge.
     stats.phase = "checking"
     timings["first_op_s"] = None if stats.first_op_at is None else round(stats.first_op_at - started, 3)
     timings["finished_s"] = round(time.monotonic() - started, 3)
     test_doc["timings"] = {**test_doc["timings"], **timings}
     test_doc["stats"] = stats.to_json()
-    store.write_json(run_dir.test_json, test_doc)
+    store.write_json(directory.test_json, test_doc)
     results = check_run(
-        run_dir,
+        directory,
         comp,
         duration_s=timings["finished_s"],
         error=error,
         teardown_errors=teardown_errors,
         stats=stats,
+        extra=session.results(history.start_ns) if session is not None and history is not None else None,
+        report=report,
     )
     stats.phase = "done"
     logging.getLogger().removeHandler(log_handler)
@@ -227,7 +235,7 @@ def run(
     code = EXIT_CRASH if (error is not None and not interrupted) else exit_code(valid)
     return RunResult(
         spec=spec,
-        run_dir=run_dir.path,
+        run_dir=directory.path,
         valid=valid,
         exit_code=code,
         results=results,
@@ -235,81 +243,26 @@ def run(
         error=error,
         interrupted=interrupted,
         teardown_errors=teardown_errors,
+        invoked=dict(interpreter.invoked) if interpreter is not None else {},
+        schedule=tuple(schedule),
     )
 
 
-async def _interpret(
-    comp: Composition,
-    deployment: Deployment,
-    remotes: Mapping[str, Any],
-    history: HistoryWriter,
-    schedule: Sequence[ScheduledFault],
-    stats: RunStats,
-) -> None:
-    spec, db = comp.spec, comp.db
-    status = None
-    if isinstance(db, Status):
-        async def status(node: str, timeout: float) -> Mapping[str, Any]:
-            return await db.status(deployment, node, timeout)
-
-        await _wait_for_leader(comp, deployment, spec.leader_timeout)
-    driver = None
-    if comp.packages:
-        shell = ShellNemesis(
-            remotes,
-            deployment.peer_hosts,
-            pid_file=None,
-            faketime=comp.faketime,
-            rng=rng_for(spec.seed, "nemesis-runtime"),
-            reply_ports=reply_ports(db, deployment),
-        )
-        driver = ClusterNemesis(db, deployment, remotes, shell)
-
-    async def open_client(process: int) -> Any:
-        # The client's own deadline comes first, so its more precise verdict (a read that timed out is a
-        # fail, a write an info) is what the history records; the interpreter's is the backstop.
-        return await db.open_client(deployment, process, spec.op_timeout)
-
-    caught_up = None
-    if hasattr(db, "caught_up"):
-        async def caught_up(node: str, timeout: float) -> bool:
-            return await db.caught_up(deployment, node, timeout)
-
-    interpreter = Interpreter(
-        history,
-        nodes=comp.node_names,
-        workload=comp.workload,
-        open_client=open_client,
-        config=InterpreterConfig(
-            concurrency=spec.concurrency,
-            time_limit=spec.time_limit,
-            op_timeout=spec.op_timeout + 1.0,
-            recovery_timeout=spec.recovery_timeout,
-        ),
-        nemesis=driver,
-        schedule=schedule,
-        status=status,
-        caught_up=caught_up,
-        stats=stats,
-    )
-    await interpreter.run()
+def platform_for(comp: Composition) -> RealPlatform | SimPlatform:
+    """The platform that deploys ``comp``'s test (``harness.platforms``)."""
+    return SimPlatform(comp) if comp.spec.platform == "sim" else RealPlatform(comp)
 
 
-async def _wait_for_leader(comp: Composition, deployment: Deployment, timeout: float) -> None:
-    """Before the first operation, wait (bounded) until some node says it leads. Not recorded."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        for node in comp.node_names:
-            try:
-                status = await comp.db.status(deployment, node, 1.0)
-            except Exception:  # noqa: BLE001 - not up yet
-                continue
-            if status.get("role") == "leader":
-                log.info("first leader %s in term %s", node, status.get("term"))
-                return
-        await asyncio.sleep(0.2)
-    log.warning("no leader within %.0f s of starting the nodes; starting the workload anyway", timeout)
+async def _bounded(interpreter: Interpreter, bound: float | None) -> None:
+    """The interpreter's run, and where the platform gives a bound (the simulator), a stall when it is
+    passed: every phase has its own deadline, so a run past them all has a harness defect."""
+    if bound is None:
+        await interpreter.run()
+        return
+    try:
+        await asyncio.wait_for(interpreter.run(), bound)
+    except TimeoutError:
+        raise RuntimeError(f"the run stalled after {bound:g} s in phase {interpreter.stats.phase}") from None
 
 
 def check_run(
@@ -320,6 +273,8 @@ def check_run(
     error: str | None = None,
     teardown_errors: Sequence[str] = (),
     stats: RunStats | None = None,
+    extra: Mapping[str, Any] | None = None,
+    report: bool = True,
 ) -> dict[str, Any]:
     """Judge the stored run with the composition's checkers (``harness.judge``) and publish its report."""
     from harness.report.publish import publish
@@ -337,127 +292,14 @@ def check_run(
         teardown_errors=teardown_errors,
         stats=None if stats is None else stats.to_json(),
         analysed_by="harness run (checkers called directly)",
+        extra=extra,
     )
-    publish(run_dir.path)
+    if report:
+        publish(run_dir.path)
     return results
 
 
-# -- steps -----------------------------------------------------------------------------------------------
-
-
-def _preflight(comp: Composition, nodes: Sequence[str]) -> Any:
-    """Docker: an engine that answers and the node image; returns the engine client.
-
-    SSH: the hosts file, and a connection to every node's machine (reachable, host key pinned, root);
-    returns the connected `SSHPlatform`, which step 3 uses.
-    """
-    spec = comp.spec
-    if spec.platform == "ssh":
-        from harness.platforms.ssh import SSHPlatform, SSHPlatformError
-
-        try:
-            platform = SSHPlatform.from_hosts_file(spec.hosts or "", nodes)
-            platform.start()
-        except SSHPlatformError as exc:
-            raise ConfigError(str(exc)) from None
-        return platform
-    from docker.errors import ImageNotFound
-
-    from harness.platforms.docker import PlatformError, connect_engine
-
-    try:
-        engine = connect_engine()
-    except PlatformError as exc:
-        raise ConfigError(str(exc)) from None
-    try:
-        engine.images.get(comp.image)
-    except ImageNotFound:
-        engine.close()
-        how = getattr(comp.db, "image_hint", None) or "build it with scripts/build-image.sh"
-        raise ConfigError(f"the node image {comp.image} does not exist: {how}") from None
-    return engine
-
-
-def _close_engine(engine: Any) -> None:
-    if engine is not None:
-        engine.close()
-
-
-def _platform(spec: TestSpec, comp: Composition, engine: Any) -> Any:
-    if spec.platform == "docker":
-        from harness.platforms.docker import DockerPlatform
-        from harness.topology import topology
-
-        extra = hosts_of(comp.db, comp.node_names)[len(comp.node_names):]
-        return DockerPlatform(topology(spec.nodes, image=comp.image, extra_hosts=extra), client=engine)
-    return engine  # ssh: the platform _preflight connected
-
-
-def _on_nodes(nodes: Sequence[str], action: Callable[[str], Any]) -> dict[str, Any]:
-    """Run ``action`` on every node in parallel; raise the first failure (naming the node) after all ran."""
-    with ThreadPoolExecutor(max_workers=max(1, len(nodes)), thread_name_prefix="node") as pool:
-        futures = {node: pool.submit(action, node) for node in nodes}
-    results: dict[str, Any] = {}
-    errors: list[str] = []
-    for node, future in futures.items():
-        exc = future.exception()
-        if exc is not None:
-            message = str(exc)
-            errors.append(message if message.startswith(f"{node}:") else f"{node}: {message}")
-        else:
-            results[node] = future.result()
-    if errors:
-        raise RuntimeError("; ".join(errors))
-    return results
-
-
-def _teardown_step(errors: list[str], what: str, action: Callable[[], Any]) -> None:
-    """One teardown step: never raises (the next steps must run), logs and records its failure."""
-    try:
-        action()
-        log.info("teardown: %s: done", what)
-    except BaseException as exc:  # noqa: BLE001 - even Ctrl-C must not skip the remaining steps
-        log.error("teardown: %s failed: %s", what, exc)
-        errors.append(f"{what}: {exc}")
-
-
-def _heal_network(comp: Composition, deployment: Deployment, remotes: Mapping[str, Any]) -> None:
-    heal_everything(remotes, comp.faketime)
-
-
-def _resume_quietly(comp: Composition, deployment: Deployment, node: str, remote: Any) -> None:
-    """SIGCONT a paused process: only a live one when the DB can tell (``Process``), else try and let a
-    dead one's error be logged."""
-    if isinstance(comp.db, Process) and not comp.db.is_running(deployment, node, remote):
-        return
-    try:
-        comp.db.resume(deployment, node, remote)
-    except Exception as exc:  # noqa: BLE001 - nothing paused there, most likely
-        if isinstance(comp.db, Process):
-            raise
-        log.info("resume %s: %s", node, exc)
-
-
-def _install_faketime(remote: Any, faketime: FakeTime) -> None:
-    outcome = install_faketime(remote, faketime)
-    if outcome.error:
-        raise RuntimeError(f"{remote.name}: libfaketime does not work there: {outcome.error}")
-
-
-def _collect(comp: Composition, deployment: Deployment, remotes: Mapping[str, Any], run_dir: store.RunDir) -> None:
-    """Copy every host's journals and logs where the DB says (``nodes/<node>/``; a lease store's under
-    ``external-store/<member>/``); a missing file is logged, not fatal."""
-
-    def collect(host: str) -> None:
-        for remote_path, relative in collected_files(comp.db, deployment, host).items():
-            target = run_dir.path / relative
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                remotes[host].download(remote_path, target)
-            except Exception as exc:  # noqa: BLE001 - collect what exists
-                log.warning("could not collect %s from %s: %s", remote_path, host, exc)
-
-    _on_nodes(deployment.hosts, collect)
+# -- interrupts and logging -------------------------------------------------------------------------
 
 
 _previous_sigint: Any = None
@@ -493,13 +335,17 @@ def _attach_log(run_dir: store.RunDir) -> logging.Handler:
     return handler
 
 
-def test_record(comp: Composition, timings: Mapping[str, Any], reproduces: str | None) -> dict[str, Any]:
-    """``test.json`` (FORMATS.md) of a run: what was run, with what, and how to run it again."""
+def test_record(
+    comp: Composition, timings: Mapping[str, Any], reproduces: str | None, replay_command: str | None = None
+) -> dict[str, Any]:
+    """``test.json`` (FORMATS.md) of a run: what was run, with what, and how to run it again
+    (``replay_command``: a run that replays given scripts says how to replay it, not the command line)."""
     spec = comp.spec
     return {
         "test": comp.test_name,
         "seed": spec.seed,
         "command": comp.command(),
+        "replay_command": replay_command,
         "nodes": list(comp.node_names),
         "db": comp.plugin.name,
         "db_options": dict(comp.options),

@@ -195,5 +195,4 @@ def _migrate(data: dict[str, Any]) -> dict[str, Any]:
     if core:
         options.setdefault("core", core)
     data["db_options"] = options
-    data.setdefault("db", "cluster")
     return data

@@ -165,6 +165,16 @@ def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
     return count
 
 
+def append_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Append ``rows`` as JSON lines to ``path``; return how many."""
+    count = 0
+    with path.open("a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False, separators=(",", ":"), default=repr) + "\n")
+            count += 1
+    return count
+
+
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))

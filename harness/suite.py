@@ -472,47 +472,32 @@ def load_suite(
 
 
 def test_spec(case: Case, store: str) -> Any:
-    """The controller's ``TestSpec`` for a case, or the simulator's ``SimSpec`` for ``platform = "sim"``."""
-    options = dict(case.options)
-    common = dict(
-        seed=case.seed,
-        workload=case.workload,
-        nemesis=case.nemesis,
-        time_limit=case.time_limit,
-        store=store,
-    )
-    if options.get("platform") == PLATFORM_SIM:
-        from harness.sim.run import SimSpec
-
-        options.pop("platform")
-        if options.pop("hosts", None) is not None:
-            raise ValueError("the sim platform takes no hosts file")
-        db_options = dict(case.db_options)
-        return SimSpec(**common, **options, mode=db_options.get("mode", "blazingmq"),
-                       bugs=tuple(db_options.get("bug", ())), core=db_options.get("core", {}))
+    """The controller's ``TestSpec`` for a case (``platform = "sim"``: the simulator's platform)."""
     from harness.spec import TestSpec
 
+    options = dict(case.options)
+    if options.get("platform") == PLATFORM_SIM and options.get("hosts") is not None:
+        raise ValueError("the sim platform takes no hosts file")
     # The suite's verdicts come from its one Spark analysis (with the suite's key_timeout); the checks
     # `harness run` makes on its own only give each run a results.json until then, so they get a short
     # budget instead of two minutes of a linearizability search that Spark repeats anyway.
-    return TestSpec(**common, **options, db=case.db, db_options=case.db_options, check_timeout=RUN_CHECK_TIMEOUT)
+    return TestSpec(seed=case.seed, workload=case.workload, nemesis=case.nemesis, time_limit=case.time_limit,
+                    store=store, **options, db=case.db, db_options=case.db_options, check_timeout=RUN_CHECK_TIMEOUT)
 
 
 def case_command(case: Case, store: str) -> str:
     """The command line that runs the case again."""
-    spec = test_spec(case, store)
-    if case.options.get("platform") == PLATFORM_SIM:
-        return spec.command()
     from harness.compose import compose
 
-    return compose(spec).command()
+    return compose(test_spec(case, store)).command()
 
 
 def compose_case(case: Case, store: str) -> None:
-    """Compose a case with the controller (names, options, capabilities); raises ``ValueError``."""
+    """Compose a case with the controller (names, options, capabilities, the platform's preflight of a
+    simulated case); raises ``ValueError``."""
     spec = test_spec(case, store)
-    if case.options.get("platform") == PLATFORM_SIM:
-        from harness.sim.run import compose as compose_sim
+    if spec.platform == PLATFORM_SIM:
+        from harness.sim.run import compose_sim
 
         compose_sim(spec)
         return
@@ -528,13 +513,12 @@ def run_case(case: Case, store: str) -> CaseRun:
     the suite goes on with the next case.
     """
     from harness.run import run
-    from harness.sim.run import simulate_stored
 
     started = time.monotonic()
     spec = test_spec(case, store)
     command = case_command(case, store)
     try:
-        result = simulate_stored(spec) if case.options.get("platform") == PLATFORM_SIM else run(spec)
+        result = run(spec)
     except Exception as exc:  # noqa: BLE001 - one broken run must not end the night
         return CaseRun(
             run_dir=None,
@@ -545,7 +529,7 @@ def run_case(case: Case, store: str) -> CaseRun:
     return CaseRun(
         run_dir=result.run_dir,
         command=command,
-        error=getattr(result, "error", None) or (result.results or {}).get("error"),
+        error=result.error or (result.results or {}).get("error"),
         seconds=time.monotonic() - started,
     )
 

@@ -50,6 +50,24 @@ CLOCK_KINDS: tuple[str, ...] = ("bump", "strobe", "reset")
 Targets = str | tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What applying a fault did: ``value`` is what was actually applied (the history's nemesis completion
+    value, FORMATS.md), ``error`` what could not be applied and why (``None``: all of it was)."""
+
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def applied(self) -> bool:
+        return self.error is None
+
+    @property
+    def type(self) -> str:
+        """The nemesis completion type: ``ok`` when applied, ``info`` when (part of) it was not."""
+        return "ok" if self.error is None else "info"
+
+
 class UnresolvableTarget(ValueError):
     """A target that cannot be turned into nodes now (no leader is known); the fault is not applied."""
 

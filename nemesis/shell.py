@@ -12,7 +12,8 @@
 * **Latency** is ``tc qdisc ... netem``. Where the kernel has no netem ("Specified qdisc kind is
   unknown", as on the machines of ENVIRONMENT.md) the outcome says it is unavailable on this host; it is
   never faked with something else.
-* **Kill / pause / resume** send SIGKILL / SIGSTOP / SIGCONT to the pid in the node's pid file.
+* **Kill / pause / resume** are not here: they act on the system's own process, which only its DB
+  adapter knows how to find (``harness.fault_driver.AdapterProcesses``).
 * **Clock skew** follows ENVIRONMENT.md's libfaketime recipe exactly: the node process runs with
   :meth:`FakeTime.environment` (``LD_PRELOAD`` of the ``.so`` from the PyPI package ``libfaketime``,
   ``FAKETIME_TIMESTAMP_FILE``, ``FAKETIME_NO_CACHE=1``, ``FAKETIME_DONT_FAKE_MONOTONIC=1``, never
@@ -30,7 +31,6 @@ unknown"). :func:`heal_all` and :func:`teardown` never raise: they are the guara
 from __future__ import annotations
 
 import importlib.util
-import random
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,24 +41,7 @@ from typing import Any, TypeVar
 
 from nemesis import grudge as grudges
 from nemesis.faults import (
-    ClockBump,
-    ClockReset,
-    ClockStrobe,
-    Fault,
-    Heal,
-    HealLatency,
-    HealLoss,
-    Kill,
-    Latency,
-    Loss,
-    Partition,
-    Pause,
-    Resume,
-    Start,
-    UnresolvableTarget,
-    resolve_deltas,
-    resolve_partition,
-    resolve_targets,
+    Outcome,
 )
 from nemesis.remote import CommandResult, Remote, RemoteError, RemoteTimeout
 
@@ -73,23 +56,6 @@ CLOCK_TOLERANCE = 0.5
 NETEM_UNKNOWN = ("Specified qdisc kind is unknown", "Unknown qdisc", "qdisc kind is unknown")
 """What ``tc`` says when the kernel has no netem (sch_netem)."""
 LIBFAKETIME_IN_PACKAGE = ("vendor", "libfaketime", "src", "libfaketime.so.1")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a fault implementation did: the completion's ``value``, and ``error`` where it fell short."""
-
-    value: Any = None
-    error: str | None = None
-
-    @property
-    def applied(self) -> bool:
-        return self.error is None
-
-    @property
-    def type(self) -> str:
-        """The nemesis completion type: ``ok`` when applied, ``info`` when (part of) it was not."""
-        return "ok" if self.error is None else "info"
 
 
 @dataclass(frozen=True)
@@ -397,69 +363,6 @@ def netem_available(remote: Remote, device: str = DEFAULT_DEVICE) -> str | None:
     if result.ok:
         return None
     return _netem_missing(result) or f"tc failed: {_why(result)}"
-
-
-# -- signals ----------------------------------------------------------------------------------------
-
-_NO_PID_FILE = 3
-_NOT_RUNNING = 5
-
-
-def signal_commands(pid_file: str, signal: str) -> list[str]:
-    """Send ``signal`` to the pid in ``pid_file``; exit 3 without a pid file, 5 when it is not running
-    (a zombie counts as not running). Prints the pid."""
-    f = shlex.quote(pid_file)
-    return [
-        f"if [ ! -s {f} ]; then echo 'no pid file {pid_file}' >&2; exit {_NO_PID_FILE}; fi",
-        f"pid=$(cat {f})",
-        'if ! kill -0 "$pid" 2>/dev/null || grep -q "^State:.*Z" "/proc/$pid/status" 2>/dev/null; then '
-        f'echo "not running (pid $pid)" >&2; exit {_NOT_RUNNING}; fi',
-        f'kill -s {signal} "$pid"',
-        'echo "$pid"',
-    ]
-
-
-def _signal(
-    remotes: Mapping[str, Remote],
-    targets: Sequence[str],
-    pid_file: str,
-    signal: str,
-    *,
-    tolerate_stopped: bool,
-) -> Outcome:
-    nodes, errors = _known(remotes, targets)
-    results = _on_nodes(nodes, lambda node: _run(remotes[node], _script(signal_commands(pid_file, signal))))
-    pids: dict[str, int] = {}
-    not_running: list[str] = []
-    for node, result in results.items():
-        if result.ok:
-            try:
-                pids[node] = int(result.stdout.split()[-1])
-            except (ValueError, IndexError):
-                errors[node] = f"unexpected output from kill: {result.stdout!r}"
-        elif tolerate_stopped and result.exit_code in (_NO_PID_FILE, _NOT_RUNNING):
-            not_running.append(node)
-        else:
-            errors[node] = _why(result)
-    value: dict[str, Any] = {"nodes": list(pids), "pids": pids}
-    if tolerate_stopped:
-        value["not_running"] = not_running
-    return Outcome(value, _join_errors(errors))
-
-
-def kill(remotes: Mapping[str, Remote], targets: Sequence[str], pid_file: str) -> Outcome:
-    """SIGKILL each target's process. A target with no running process is an error (nothing killed)."""
-    return _signal(remotes, targets, pid_file, "KILL", tolerate_stopped=False)
-
-
-def pause(remotes: Mapping[str, Remote], targets: Sequence[str], pid_file: str) -> Outcome:
-    """SIGSTOP each target's process."""
-    return _signal(remotes, targets, pid_file, "STOP", tolerate_stopped=False)
-
-
-def resume(remotes: Mapping[str, Remote], targets: Sequence[str], pid_file: str) -> Outcome:
-    """SIGCONT each target's process; targets that are not running are listed, not errors."""
-    return _signal(remotes, targets, pid_file, "CONT", tolerate_stopped=True)
 
 
 # -- libfaketime ------------------------------------------------------------------------------------
@@ -839,13 +742,11 @@ def teardown(
 # -- dispatch ---------------------------------------------------------------------------------------
 
 
-class ShellNemesis:
-    """Applies the fault vocabulary (:mod:`nemesis.faults`) to nodes reached through Remotes.
+class ShellNet:
+    """``nemesis.driver.Net`` over the nodes' shells: iptables chains and netem (module docstring).
 
-    ``Start`` is not a shell fault: starting a node is the DB adapter's job, so callers route it there.
-    ``rng`` resolves random symbolic targets written by hand (the generator has already resolved its
-    own); ``leader`` is passed per call by whoever watches the cluster's status. ``reply_ports``: ports
-    of request/response services on the nodes (:func:`partition_commands`).
+    ``addresses``: where each node's peers reach it (the source addresses a grudge drops);
+    ``reply_ports``: ports of request/response services on the nodes (:func:`partition_commands`).
     """
 
     def __init__(
@@ -853,88 +754,47 @@ class ShellNemesis:
         remotes: Mapping[str, Remote],
         addresses: Mapping[str, str],
         *,
-        pid_file: str,
-        faketime: FakeTime | None = None,
         device: str = DEFAULT_DEVICE,
-        rng: random.Random | None = None,
-        tolerance: float = CLOCK_TOLERANCE,
         reply_ports: Iterable[int] = (),
     ) -> None:
-        self.reply_ports = tuple(reply_ports)
         self.remotes = dict(remotes)
-        self.nodes = tuple(self.remotes)
         self.addresses = dict(addresses)
-        self.pid_file = pid_file
-        self.faketime = faketime
         self.device = device
-        self.rng = rng
+        self.reply_ports = tuple(reply_ports)
+
+    def partition(self, grudge: grudges.Grudge, kind: str) -> Outcome:
+        return partition(self.remotes, grudge, self.addresses, kind, self.reply_ports)
+
+    def heal(self) -> Outcome:
+        return heal(self.remotes)
+
+    def loss(self, targets: Sequence[str], probability: float) -> Outcome:
+        return loss(self.remotes, targets, probability, self.addresses)
+
+    def heal_loss(self) -> Outcome:
+        return heal_loss(self.remotes)
+
+    def latency(self, targets: Sequence[str], delay_ms: float, jitter_ms: float) -> Outcome:
+        return latency(self.remotes, targets, delay_ms, jitter_ms, self.device)
+
+    def heal_latency(self) -> Outcome:
+        return heal_latency(self.remotes, self.device)
+
+
+class ShellClocks:
+    """``nemesis.driver.Clocks`` through libfaketime's control file on each node (module docstring); a
+    change counts as applied only when a probe confirms it within ``tolerance`` seconds."""
+
+    def __init__(self, remotes: Mapping[str, Remote], faketime: FakeTime, *, tolerance: float = CLOCK_TOLERANCE) -> None:
+        self.remotes = dict(remotes)
+        self.faketime = faketime
         self.tolerance = tolerance
 
-    def apply(self, fault: Fault, leader: str | None = None) -> Outcome:
-        """Apply one fault now and say what was applied. Raises only for ``Start`` (see the class) and
-        ``RemoteError`` when a node is unreachable."""
-        try:
-            return self._apply(fault, leader)
-        except UnresolvableTarget as exc:
-            return Outcome(None, str(exc))
+    def bump(self, deltas: Mapping[str, float]) -> Outcome:
+        return clock_bump(self.remotes, deltas, self.faketime, self.tolerance)
 
-    def _targets(
-        self, fault: Kill | Pause | Resume | ClockStrobe | ClockReset | Loss | Latency, leader: str | None
-    ) -> tuple[str, ...]:
-        return resolve_targets(fault.targets, self.nodes, leader, self.rng)
+    def strobe(self, targets: Sequence[str], delta: float, period: float, duration: float) -> Outcome:
+        return clock_strobe(self.remotes, targets, delta, period, duration, self.faketime, self.tolerance)
 
-    def _clock_unavailable(self) -> Outcome:
-        return Outcome(None, "clock faults need libfaketime on the nodes (no FakeTime configured)")
-
-    def _apply(self, fault: Fault, leader: str | None) -> Outcome:
-        if isinstance(fault, Partition):
-            return partition(
-                self.remotes, resolve_partition(fault, self.nodes, leader), self.addresses, fault.kind,
-                self.reply_ports,
-            )
-        if isinstance(fault, Heal):
-            return heal(self.remotes)
-        if isinstance(fault, HealLoss):
-            return heal_loss(self.remotes)
-        if isinstance(fault, HealLatency):
-            return heal_latency(self.remotes, self.device)
-        if isinstance(fault, Kill):
-            return kill(self.remotes, self._targets(fault, leader), self.pid_file)
-        if isinstance(fault, Pause):
-            return pause(self.remotes, self._targets(fault, leader), self.pid_file)
-        if isinstance(fault, Resume):
-            return resume(self.remotes, self._targets(fault, leader), self.pid_file)
-        if isinstance(fault, Loss):
-            return loss(self.remotes, self._targets(fault, leader), fault.probability, self.addresses)
-        if isinstance(fault, Latency):
-            return latency(
-                self.remotes, self._targets(fault, leader), fault.delay_ms, fault.jitter_ms, self.device
-            )
-        if isinstance(fault, ClockBump | ClockStrobe | ClockReset):
-            if self.faketime is None:
-                return self._clock_unavailable()
-            if isinstance(fault, ClockBump):
-                deltas = resolve_deltas(fault.deltas, self.nodes, leader)
-                return clock_bump(self.remotes, deltas, self.faketime, self.tolerance)
-            if isinstance(fault, ClockStrobe):
-                return clock_strobe(
-                    self.remotes,
-                    self._targets(fault, leader),
-                    fault.delta,
-                    fault.period,
-                    fault.duration,
-                    self.faketime,
-                    self.tolerance,
-                )
-            return clock_reset(self.remotes, self._targets(fault, leader), self.faketime, self.tolerance)
-        if isinstance(fault, Start):
-            raise ValueError(
-                "start is not a shell fault: route it to the DB adapter, which knows how to start a node"
-            )
-        raise ValueError(f"the shell nemesis cannot apply {fault!r}")
-
-    def heal_all(self) -> dict[str, Outcome]:
-        return heal_all(self.remotes, pid_file=self.pid_file, faketime=self.faketime, device=self.device)
-
-    def teardown(self) -> dict[str, Outcome]:
-        return teardown(self.remotes, pid_file=self.pid_file, faketime=self.faketime, device=self.device)
+    def reset(self, targets: Sequence[str]) -> Outcome:
+        return clock_reset(self.remotes, targets, self.faketime, self.tolerance)

@@ -25,9 +25,7 @@ ALLOWED = {
     "harness": {"harness", "checkers", "workloads", "nemesis"},
     "adapters": set(PROJECT),
 }
-NOT_YET = ("harness/sim/",)
-"""The simulator drives the bundled cluster's core in-process; it moves behind the cluster plugin (issue 16).
-Until then it is the one part of harness/ that may import cluster and adapters."""
+
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -53,8 +51,6 @@ def _allowed(name: str, allowed: set[str]) -> bool:
 def test_imports_follow_the_architecture(package: str) -> None:
     wrong = []
     for path in _modules(package):
-        if str(path.relative_to(ROOT)).startswith(NOT_YET):
-            continue
         for line, name in _imports(path):
             top = name.split(".")[0]
             if top in PROJECT and not _allowed(name, ALLOWED[package]):

@@ -13,7 +13,7 @@ the keys the run used. Nothing here reads a clock or draws randomness on its own
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from workloads.ops import Op, Workload
@@ -61,3 +61,23 @@ def plan(
             ops.append(op)
         planned[process] = ops
     return planned
+
+
+def script_lines(scripts: Mapping[int, Sequence[Op]]) -> list[dict[str, Any]]:
+    """Each worker slot's operations as ``schedule.jsonl`` lines, in slot and then invocation order:
+    ``{"process": "client", "slot", "index", ...Op.to_json()}`` (what a simulated run replays)."""
+    return [{"process": "client", "slot": slot, "index": index, **op.to_json()}
+            for slot in sorted(scripts) for index, op in enumerate(scripts[slot])]
+
+
+def scripts_from_jsonl(lines: Iterable[Mapping[str, Any]]) -> dict[int, list[Op]]:
+    """The client lines of a stored ``schedule.jsonl``, per worker slot, in order."""
+    scripts: dict[int, list[tuple[int, Op]]] = {}
+    for line in lines:
+        if line.get("process") != "client":
+            continue
+        slot, index = line.get("slot"), line.get("index")
+        if not isinstance(slot, int) or not isinstance(index, int):
+            raise ValueError(f"a client schedule line needs integer 'slot' and 'index': {dict(line)!r}")
+        scripts.setdefault(slot, []).append((index, Op.from_json(line)))
+    return {slot: [op for _, op in sorted(ops, key=lambda pair: pair[0])] for slot, ops in sorted(scripts.items())}

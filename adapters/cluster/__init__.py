@@ -9,7 +9,10 @@ Options (``harness dbs`` lists them; each also has the shortcut flag shown):
   ``cluster.core.config.check_settings`` (type and range) before anything is deployed.
 
 The adapter itself is :class:`adapters.cluster.db.ClusterDB`; its workload client is
-:class:`adapters.cluster.client.ClusterWorkloadClient`.
+:class:`adapters.cluster.client.ClusterWorkloadClient`; it runs in the deterministic simulator too
+(``ClusterDB.simulate``, :mod:`adapters.cluster.sim`). The plugin publishes its known bugs in ``extras``
+(``known_bugs``: each bug's modes, the checker that must catch it and the workload that can show it), for
+the simulator's detection matrix and the known-bugs suites.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from cluster.core.election import ELECTIONS
 from harness.db.plugin import DBContext, DBPlugin, Option
 
 DEFAULT_MODE = "blazingmq"
+CHECKER_OF_PROPERTY = {"committed-data durability": "durability"}
+"""``KnownBug.caught_by`` names the property; this maps it to the checker's name where the two differ."""
 
 OPTIONS = (
     Option("mode", "election algorithm of every node", default=DEFAULT_MODE, choices=tuple(ELECTIONS),
@@ -52,6 +57,23 @@ def create(options: Mapping[str, Any], context: DBContext) -> ClusterDB:
                      seed=context.seed)
 
 
+def detection_matrix(*args: Any, **options: Any) -> Any:
+    """``adapters.cluster.matrix.detection_matrix``, imported when ``harness simulate --matrix`` asks."""
+    from adapters.cluster.matrix import detection_matrix as run
+
+    return run(*args, **options)
+
+
+KNOWN_BUGS_INFO = {
+    name: {
+        "modes": list(bug.modes),
+        "checker": CHECKER_OF_PROPERTY.get(bug.caught_by, bug.caught_by),
+        "workload": "queue" if name == "no-dedup" else "register",
+        "description": bug.description,
+    }
+    for name, bug in sorted(KNOWN_BUGS.items())
+}
+
 plugin = DBPlugin(
     name="cluster",
     summary="the demo replicated node shipped with the harness (cluster/): five election modes, known bugs",
@@ -59,4 +81,5 @@ plugin = DBPlugin(
     options=OPTIONS,
     validate=validate,
     name_parts=name_parts,
+    extras={"known_bugs": KNOWN_BUGS_INFO, "detection_matrix": detection_matrix},
 )

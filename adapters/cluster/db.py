@@ -41,6 +41,7 @@ files and the installation.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.cluster.client import ClusterWorkloadClient
-from cluster.client import CONNECTION_REFUSED, Client
+from cluster.client import CONNECTION_REFUSED, Client, Result
 from cluster.core.election.fluvio import CONTROLLER_ID
 from harness.db import Deployment, NodeStartError, StatusError
 
@@ -76,7 +77,7 @@ MODULE = "cluster.node"
 STORE_MODE = "lease"
 """The election mode whose data nodes elect through an external store group."""
 STORE_MEMBERS = ("s1", "s2", "s3")
-"""The lease mode's store group: a ``raft`` cluster of three (as harness/sim/world.py deploys it)."""
+"""The lease mode's store group: a ``raft`` cluster of three (as adapters/cluster/sim.py deploys it)."""
 STORE_PORT = 7100
 """Store member ``sK`` listens on ``STORE_PORT + K - 1`` (distinct, so several can share a host)."""
 STORE_DATA_ROOT = "/var/lib/chaos/store"
@@ -128,15 +129,30 @@ def _pid_function(process: ClusterProcess) -> str:
 """
 
 
+def status_of(result: Result) -> dict[str, Any]:
+    """A ``status`` request's result as ``harness.db.Status`` answers: the node's view, or
+    ``StatusError`` (definite when the request certainly got no answer: connection refused)."""
+    if result.type == "ok" and isinstance(result.value, Mapping):
+        return dict(result.value)
+    if result.type == "ok":
+        raise StatusError(f"status reply is not an object: {result.value!r}", definite=True)
+    reason = result.error if not result.message else f"{result.error}: {result.message}"
+    if result.error == CONNECTION_REFUSED:
+        reason = "connection refused"
+    raise StatusError(reason or "no status", definite=result.type == "fail")
+
+
 def core_option_args(core: Mapping[str, Any]) -> tuple[str, ...]:
     """``--core-option NAME=JSON`` pairs for the node command line, one per setting, in name order."""
     return tuple(arg for name in sorted(core) for arg in ("--core-option", f"{name}={json.dumps(core[name])}"))
 
 
 def package_tarball(package_dir: Path) -> bytes:
-    """A reproducible ``tar.gz`` of the ``cluster`` package (sources only, fixed owners and times)."""
+    """A reproducible ``tar.gz`` of the ``cluster`` package (sources only, fixed owners and times, and a
+    gzip header without a timestamp, so the same sources always give the same bytes and sha256)."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6, mtime=0) as zipped, \
+            tarfile.open(fileobj=zipped, mode="w") as tar:
         files = sorted(
             p for p in package_dir.rglob("*")
             if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
@@ -451,15 +467,17 @@ class ClusterDB:
         process = self.process(deployment, node)
         address = (deployment.client_hosts[process.host], process.port)
         async with Client({node: address}, timeout=timeout) as client:
-            result = await client.status(node, timeout=timeout)
-        if result.type == "ok" and isinstance(result.value, Mapping):
-            return dict(result.value)
-        if result.type == "ok":
-            raise StatusError(f"status reply is not an object: {result.value!r}", definite=True)
-        reason = result.error if not result.message else f"{result.error}: {result.message}"
-        if result.error == CONNECTION_REFUSED:
-            reason = "connection refused"
-        raise StatusError(reason or "no status", definite=result.type == "fail")
+            return status_of(await client.status(node, timeout=timeout))
+
+    def simulate(self, nodes: Sequence[str], seed: int) -> Any:
+        """This cluster in the deterministic simulator (``harness.db.Simulation``): the same processes,
+        modes, bugs and node settings, driven in virtual time (``adapters.cluster.sim``)."""
+        from adapters.cluster.sim import SimulatedCluster, WorldConfig
+
+        core = dict(self.core)
+        fsync = core.pop("fsync", "always")
+        config = WorldConfig(nodes=len(nodes), mode=self.mode, bugs=self.bugs, fsync=fsync, core=core)
+        return SimulatedCluster(config, seed)
 
     def log_files(self, deployment: Deployment, node: str) -> dict[str, str]:
         """The files of process ``node``: remote path -> file name in its collection directory."""

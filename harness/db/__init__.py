@@ -13,6 +13,7 @@ capability     methods                               needed by
 ``Pause``      ``pause`` (SIGSTOP), ``resume``       the ``pause`` nemesis
 ``Status``     ``async status`` -> role/term/leader  leader targets, the leader timeline, recovery
 ``CatchUp``    ``async caught_up``                   final reads only where a node has caught up
+``Simulation`` ``simulate(nodes, seed)``             the sim platform (deterministic simulator)
 ``LogFiles``   ``log_files`` -> remote -> local      collecting journals and logs into the store
 ``ClockSkew``  ``faketime_control_file``             the ``clock`` nemesis (libfaketime)
 ``Auxiliary``  ``extra_hosts``, ``fault_targets``,   processes besides the data nodes (see below)
@@ -205,6 +206,15 @@ class CatchUp(Protocol):
 
 
 @runtime_checkable
+class Simulation(Protocol):
+    """The adapter can run its system in the deterministic simulator (``harness run --platform sim``):
+    ``simulate(nodes, seed)`` returns a ``harness.sim.system.SimulatedSystem`` whose every step the seed
+    fixes."""
+
+    def simulate(self, nodes: Sequence[str], seed: int) -> Any: ...
+
+
+@runtime_checkable
 class LogFiles(Protocol):
     """Which files on a node to collect: remote path -> file name under ``nodes/<node>/``.
 
@@ -294,6 +304,7 @@ NEMESIS_CAPABILITIES: dict[str, tuple[type, ...]] = {
 CAPABILITY_METHODS: dict[type, str] = {
     Clients: "workloads, open_client()",
     CatchUp: "caught_up()",
+    Simulation: "simulate()",
     Process: "start(), kill(), is_running()",
     Pause: "pause(), resume()",
     Status: "status()",

@@ -1,5 +1,10 @@
 """``harness simulate``: one seed, many seeds, a replay, a shrink, or the detection matrix, in virtual time.
 
+The simulator is the sim platform of ``harness run`` (``--platform sim``): a test here is the same
+``TestSpec`` from the same flags (``harness.arguments``), and ``harness simulate --seed 7`` stores the run
+``harness run --platform sim --seed 7`` stores. ``--db`` defaults to the one installed DB plugin that can
+be simulated (the bundled ``cluster``).
+
 Forms (one of ``--seed``, ``--seeds``, ``--replay``, ``--matrix``):
 
 * ``harness simulate --seed 7``: one run, stored with its replay command; ``--check-determinism`` runs it
@@ -30,77 +35,45 @@ from rich.text import Text
 
 from checkers.verdict import UNKNOWN
 from harness import store
+from harness.arguments import add_test_arguments, spec_from_args
+from harness.db.plugin import DBPlugin, load_plugin
 from harness.sim.explore import Exploration, SeedOutcome, default_jobs, explore, parse_seeds
 from harness.sim.run import (
-    DEFAULT_RATE,
-    SIM_NEMESES,
     SimResult,
-    SimSpec,
-    compose,
+    compose_sim,
     discard,
+    known_bugs,
     replay_stored,
     scratch_dir,
-    sim_bugs,
-    sim_modes,
     simulate,
-    simulate_stored,
-    workload_for_bug,
 )
-from harness.spec import ConfigError
+from harness.spec import ConfigError, TestSpec
 from harness.subcommand import (
     EXIT_CRASH,
-    core_setting,
     count_or_zero,
-    fault_packages,
     print_checker_verdicts,
-    rate,
-    seconds,
     verdict_line,
 )
-from workloads.generator import workload_names
 
 
-def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_simulate_parser(subparsers: Any, plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     """Register ``harness simulate`` on ``subparsers`` (from ``ArgumentParser.add_subparsers``)."""
     parser = subparsers.add_parser(
         "simulate",
-        help="run the real node cores in virtual time: exact replay from a seed, exploration, shrinking",
-        description="Simulate the cluster deterministically: --seed N for one run (replayed byte for byte by "
-        "the same command), --seeds 1..5000 to explore on every core, --replay DIR to replay a stored run, "
-        "--matrix for the detection matrix of the known bugs. Exit 0 valid, 1 invalid, 2 unknown, 254 bad "
-        "arguments, 255 harness failure.",
+        help="run the system in virtual time: exact replay from a seed, exploration, shrinking",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Simulate the system deterministically (harness run --platform sim): --seed N for one run "
+        "(replayed byte for byte by the same command), --seeds 1..5000 to explore on every core, --replay DIR "
+        "to replay a stored run, --matrix for the detection matrix of the DB's known bugs. Exit 0 valid, 1 "
+        "invalid, 2 unknown, 254 bad arguments, 255 harness failure.",
     )
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--seed", type=int, help="simulate one seed")
     what.add_argument("--seeds", help="explore seeds: FIRST..LAST, or a comma-separated list (e.g. 1..5000); "
                       "with --matrix, how many seeds a round explores at most (default 1..1000)")
     what.add_argument("--replay", metavar="STORE_DIR", help="replay a stored simulated run and compare hashes")
-    parser.add_argument("--matrix", action="store_true", help="the detection matrix of the known bugs")
-    parser.add_argument("--mode", default=None,
-                        help=f"election mode ({', '.join(sim_modes())}; default blazingmq; with --matrix also 'all', "
-                        "the default there)")
-    parser.add_argument("--nodes", type=int, default=5, help="number of nodes (default 5)")
-    parser.add_argument("--workload", default=None,
-                        help=f"workload ({', '.join(workload_names())}; default register, queue for --bug no-dedup)")
-    parser.add_argument("--nemesis", default=",".join(SIM_NEMESES),
-                        help=f"comma-separated fault packages, or none (default all: {','.join(SIM_NEMESES)})")
-    parser.add_argument("--time-limit", type=seconds, default=60.0, help="simulated seconds of chaos (default 60)")
-    parser.add_argument("--concurrency", type=int, default=10, help="client processes (default 10)")
-    parser.add_argument("--rate", type=rate, default=DEFAULT_RATE,
-                        help=f"operations per second per client process (0: no pause; default {DEFAULT_RATE:g})")
-    parser.add_argument("--bug", dest="bugs", action="append", default=[], metavar="NAME",
-                        help=f"switch on a known bug on every node (repeatable): {', '.join(sim_bugs())}")
-    parser.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
-    parser.add_argument("--nemesis-interval", type=seconds, default=10.0,
-                        help="mean seconds between nemesis operations per package (default 10)")
-    parser.add_argument("--fsync", default="always", help="node fsync policy: always (default) or never")
-    parser.add_argument("--client-start", default="spread", choices=("spread", "first"),
-                        help="a new client's first node: spread (process p -> node p mod n, default) or first (n1, "
-                        "as cluster.client)")
-    parser.add_argument("--core", dest="core", action="append", default=[], type=core_setting, metavar="KEY=VALUE",
-                        help="NodeConfig override for every node, e.g. scouting=false (repeatable)")
-    parser.add_argument("--store", default="store", help="store directory (default ./store)")
-    parser.add_argument("--name", default=None, help="test name in the store (default from the options)")
+    parser.add_argument("--matrix", action="store_true", help="the detection matrix of the DB's known bugs")
+    add_test_arguments(parser, plugin, db_required=False)
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: every core)")
     parser.add_argument("--keep-going", action="store_true", help="explore every seed instead of stopping at a failure")
     parser.add_argument("--check-determinism", action="store_true",
@@ -114,13 +87,22 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def spec_from_args(args: argparse.Namespace, seed: int = 0) -> SimSpec:
-    nemesis = fault_packages(args.nemesis)
-    workload = args.workload or (workload_for_bug(args.bugs[0]) if len(args.bugs) == 1 else "register")
-    return SimSpec(seed=seed, mode=args.mode or "blazingmq", nodes=args.nodes, workload=workload, nemesis=nemesis,
-                   time_limit=args.time_limit, concurrency=args.concurrency, bugs=tuple(args.bugs), rate=args.rate,
-                   op_timeout=args.op_timeout, nemesis_interval=args.nemesis_interval, fsync=args.fsync,
-                   client_start=args.client_start, core=dict(args.core), store=args.store, name=args.name)
+def sim_spec_from_args(args: argparse.Namespace, seed: int = 0) -> TestSpec:
+    """The simulated test the arguments describe; without ``--workload`` and with one known bug, the
+    workload that can show that bug."""
+    if args.db is None:
+        from harness.sim.run import simulatable_db
+
+        args.db = simulatable_db()
+    if args.plugin is None:
+        args.plugin = load_plugin(args.db)
+    spec = spec_from_args(args, seed=seed, platform="sim")
+    bugs = list(spec.db_options.get("bug") or [])
+    if args.workload is None and len(bugs) == 1:
+        found = known_bugs(spec.db).get(bugs[0])
+        if found is not None:
+            spec = replace(spec, workload=found["workload"])
+    return spec
 
 
 def cmd_simulate(args: argparse.Namespace, console: Console, err: Console) -> int:
@@ -143,10 +125,10 @@ def cmd_simulate(args: argparse.Namespace, console: Console, err: Console) -> in
 
 
 def _one(args: argparse.Namespace, console: Console, err: Console) -> int:
-    spec = spec_from_args(args, args.seed)
-    compose(spec)
-    console.print(f"harness simulate: seed [bold]{spec.seed}[/] ({spec.command()})")
-    result = simulate_stored(spec)
+    spec = sim_spec_from_args(args, args.seed)
+    comp = compose_sim(spec)
+    console.print(f"harness simulate: seed [bold]{spec.seed}[/] ({comp.command()})")
+    result = simulate(spec)
     _print_result(console, result)
     code = result.exit_code
     if args.check_determinism:
@@ -172,7 +154,7 @@ def _print_result(console: Console, result: SimResult) -> None:
                                              f"{result.sim_seconds:.1f} simulated s in {result.wall_seconds:.2f} wall s "
                                              f"({speed:.0f}x), seed {result.spec.seed}"))
     console.print(f"run stored in {result.run_dir}")
-    replay = store.read_json(store.RunDir(result.run_dir).test_json).get("replay_command")
+    replay = result.replay_command
     if replay:
         console.print(f"replay: [bold]{replay}[/]")
 
@@ -230,10 +212,10 @@ def _explore(args: argparse.Namespace, console: Console, err: Console) -> int:
         seeds = parse_seeds(args.seeds)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    spec = spec_from_args(args, seeds[0])
-    compose(spec)
+    spec = sim_spec_from_args(args, seeds[0])
+    comp = compose_sim(spec)
     jobs = args.jobs or default_jobs()
-    console.print(f"harness simulate: {len(seeds)} seeds of {spec.test_name} on {jobs} worker(s)"
+    console.print(f"harness simulate: {len(seeds)} seeds of {comp.test_name} on {jobs} worker(s)"
                   f"{'' if args.keep_going else ', stopping at the first failure'}")
     with Progress(TextColumn("[bold]seeds"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal) as progress:
@@ -260,7 +242,7 @@ def _explore(args: argparse.Namespace, console: Console, err: Console) -> int:
         return EXIT_CRASH
     if args.shrink and exploration.invalid:
         first = exploration.invalid[0]
-        result = simulate_stored(replace(spec, seed=first.seed))
+        result = simulate(replace(spec, seed=first.seed))
         _shrink(args, console, result)
     return exploration.exit_code
 
@@ -270,7 +252,7 @@ def print_exploration(console: Console, exploration: Exploration) -> None:
     outcomes = exploration.outcomes
     wall = exploration.wall_seconds
     sim = exploration.sim_seconds
-    summary = Table(title=f"harness simulate: {exploration.spec.test_name}", show_edge=False)
+    summary = Table(title=f"harness simulate: {compose_sim(exploration.spec).test_name}", show_edge=False)
     for column in ("seeds", "valid", "invalid", "unknown", "sim s", "wall s", "sim/wall", "per worker"):
         summary.add_column(column, justify="right")
     valid = sum(1 for o in outcomes if o.valid is True)
@@ -303,29 +285,36 @@ def print_exploration(console: Console, exploration: Exploration) -> None:
 
 
 def _matrix(args: argparse.Namespace, console: Console) -> int:
-    from harness.sim.matrix import CleanRun, Detection, detection_matrix
-
     try:
         max_seeds = len(parse_seeds(args.seeds)) if args.seeds else 1000
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    modes = [args.mode] if args.mode not in (None, "all") else None
-    if modes is not None and modes[0] not in sim_modes():
-        raise ConfigError(f"unknown mode {modes[0]!r}; valid: {', '.join(sim_modes())}, all")
-    base = replace(spec_from_args(args, 0), mode="blazingmq")
-    bugs = args.bugs or None
+    # --mode all (every mode: the default here) is the matrix's own; any other value is the DB's option.
+    mode_flags = getattr(args, "db_flag_mode", None) or []
+    modes = None if mode_flags in ([], ["all"]) else list(mode_flags)
+    bug_flags = list(getattr(args, "db_flag_bug", None) or [])
+    args.db_flag_mode, args.db_flag_bug = [], []
+    base = sim_spec_from_args(args, 0)
+    plugin = args.plugin
+    matrix_of = plugin.extras.get("detection_matrix") if plugin is not None else None
+    if matrix_of is None:
+        raise ConfigError(f"the {base.db} DB publishes no known bugs to build a detection matrix from")
+    if modes is not None:
+        for mode in modes:
+            plugin.option("mode").check(mode)
+    bugs = bug_flags or None
     console.print(f"detection matrix: {args.rounds} round(s) of at most {max_seeds} seeds per bug and mode, "
                   f"{args.clean_seeds} bug-free seeds per mode")
 
-    def on_detection(d: Detection) -> None:
+    def on_detection(d: Any) -> None:
         found = f"seed {d.seed} after {d.seeds} seeds ({d.sim_seconds:.0f} simulated s)" if d.found else \
             f"[bold red]not found[/] in {d.seeds} seeds"
         console.print(f"  {d.bug} / {d.mode} round {d.round}: {d.checker} {found}")
 
-    def on_clean(c: CleanRun) -> None:
+    def on_clean(c: Any) -> None:
         console.print(f"  bug-free {c.mode}: {c.seeds} seeds, {len(c.invalid)} invalid, {len(c.unknown)} unknown")
 
-    matrix = detection_matrix(base, rounds=args.rounds, max_seeds=max_seeds, clean_seeds=args.clean_seeds,
+    matrix = matrix_of(base, rounds=args.rounds, max_seeds=max_seeds, clean_seeds=args.clean_seeds,
                               bugs=bugs, modes=modes, jobs=args.jobs, on_detection=on_detection, on_clean=on_clean)
     table = Table(title="detection matrix: seeds until the first failure of the bug's checker", show_edge=False)
     for column in ("bug", "mode", "checker", "seeds per round", "median", "max", "simulated s per round"):

@@ -1,6 +1,6 @@
 """Exploration: many seeds of one simulated test, on every core of the machine.
 
-:func:`explore` runs a :class:`~harness.sim.run.SimSpec` for each seed of a list, ``jobs`` seeds at a time
+:func:`explore` runs a simulated test (a :class:`~harness.spec.TestSpec` on the sim platform) for each seed of a list, ``jobs`` seeds at a time
 in worker processes (``multiprocessing``; each simulation itself is single-threaded and deterministic).
 Every seed runs in a scratch directory under ``store/.sim-scratch/``; a seed that is *invalid* (some
 checker found an anomaly) is moved into the store as a normal run with its replay command, everything else
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from checkers.verdict import UNKNOWN, Valid
-from harness.sim.run import SimSpec, compose, discard, keep, simulate
-from harness.spec import ConfigError
+from harness.sim.run import compose_sim, discard, keep, simulate
+from harness.spec import ConfigError, TestSpec
 
 MAX_SEEDS = 10_000_000
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
@@ -80,7 +80,7 @@ class SeedOutcome:
 class Exploration:
     """Everything an exploration saw, in seed order."""
 
-    spec: SimSpec
+    spec: TestSpec
     seeds: list[int]
     outcomes: list[SeedOutcome] = field(default_factory=list)
     wall_seconds: float = 0.0
@@ -124,7 +124,7 @@ class Exploration:
         return 0
 
 
-def run_seed(spec: SimSpec, scratch: str, check_determinism: bool = False,
+def run_seed(spec: TestSpec, scratch: str, check_determinism: bool = False,
              checkers: Sequence[str] | None = None) -> SeedOutcome:
     """Simulate one seed in a scratch directory; keep it in the store if invalid, else delete it."""
     started = time.perf_counter()
@@ -144,6 +144,7 @@ def run_seed(spec: SimSpec, scratch: str, check_determinism: bool = False,
         deterministic = again.digest == result.digest
         shutil.rmtree(again_dir, ignore_errors=True)
     run_dir = None
+    replay_command = result.replay_command
     if result.valid is False:
         run_dir = str(keep(result).run_dir)
     else:
@@ -157,12 +158,12 @@ def run_seed(spec: SimSpec, scratch: str, check_determinism: bool = False,
         wall_seconds=time.perf_counter() - started,
         run_dir=run_dir,
         error=result.results.get("error"),
-        replay_command=result.spec.command(),
+        replay_command=replay_command,
         deterministic=deterministic,
     )
 
 
-def _work(task: tuple[SimSpec, str, bool, Sequence[str] | None]) -> SeedOutcome:
+def _work(task: tuple[TestSpec, str, bool, Sequence[str] | None]) -> SeedOutcome:
     return run_seed(*task)
 
 
@@ -171,7 +172,7 @@ def default_jobs() -> int:
 
 
 def explore(
-    spec: SimSpec,
+    spec: TestSpec,
     seeds: Iterable[int],
     *,
     jobs: int | None = None,
@@ -187,7 +188,7 @@ def explore(
     ``keep_going``. ``checkers`` restricts judging to those checkers (the detection matrix asks only the one
     that must catch its bug). ``on_outcome`` sees each outcome in seed order as it is known.
     """
-    compose(spec)  # bad names fail here, once, not in every worker
+    compose_sim(spec)  # bad names fail here, once, not in every worker
     seed_list = list(seeds)
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:

@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.sim.clock import to_ns
+from nemesis import grudge as grudges
+from nemesis.faults import Outcome
 
 
 @dataclass(frozen=True)
@@ -180,3 +182,37 @@ class SimNetwork:
             if extra is not None:
                 delay += max(0.0, extra[0] + self.client_rng.uniform(-extra[1], extra[1]))
         return to_ns(delay / 1000.0)
+
+
+class SimNet:
+    """``nemesis.driver.Net`` over a :class:`SimNetwork`, whose hosts are the fault targets' names; values
+    shaped like ``nemesis.shell``'s (here latency always works: there is no kernel to lack netem)."""
+
+    def __init__(self, network: SimNetwork, targets: Sequence[str]) -> None:
+        self.network = network
+        self.targets = tuple(targets)
+
+    def partition(self, grudge: grudges.Grudge, kind: str) -> Outcome:
+        self.network.set_grudge(grudge)
+        applied = {node: grudge.get(node, frozenset()) for node in self.targets}
+        return Outcome({"kind": kind, "grudge": grudges.to_json(applied)})
+
+    def heal(self) -> Outcome:
+        self.network.set_grudge({})
+        return Outcome({"nodes": list(self.targets)})
+
+    def loss(self, targets: Sequence[str], probability: float) -> Outcome:
+        self.network.set_loss(targets, probability)
+        return Outcome({"nodes": list(targets), "probability": probability})
+
+    def heal_loss(self) -> Outcome:
+        self.network.set_loss((), 0.0)
+        return Outcome({"nodes": list(self.targets)})
+
+    def latency(self, targets: Sequence[str], delay_ms: float, jitter_ms: float) -> Outcome:
+        self.network.set_latency(targets, delay_ms, jitter_ms)
+        return Outcome({"nodes": list(targets), "delay_ms": delay_ms, "jitter_ms": jitter_ms})
+
+    def heal_latency(self) -> Outcome:
+        self.network.set_latency((), 0.0, 0.0)
+        return Outcome({"nodes": list(self.targets)})

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from checkers.registry import CHECKERS
-from harness.sim.run import SimResult, SimSpec, checker_for_bug, keep, mark_scripted, simulate
-from harness.spec import ConfigError
+from harness import store
+from harness.sim.run import SimResult, checker_for_bug, keep, simulate
+from harness.spec import ConfigError, TestSpec
 from nemesis.faults import is_heal
 from nemesis.generator import ScheduledFault
 from workloads.ops import Op
@@ -48,7 +49,7 @@ Scripts = dict[int, list[Op]]
 class Candidate:
     """One input of a trial: the spec (its ``time_limit`` and ``concurrency``), faults and scripts."""
 
-    spec: SimSpec
+    spec: TestSpec
     schedule: tuple[ScheduledFault, ...]
     scripts: Scripts
 
@@ -87,8 +88,8 @@ def target_checker(result: SimResult) -> str:
     failed = result.failed_checkers
     if not failed:
         raise ConfigError(f"seed {result.spec.seed} did not fail any checker; there is nothing to shrink")
-    for bug in result.spec.bugs:
-        name = checker_for_bug(bug)
+    for bug in result.spec.db_options.get("bug", ()):
+        name = checker_for_bug(result.spec.db, bug)
         if name in failed:
             return name
     return next(name for name in CHECKERS if name in failed)
@@ -315,15 +316,19 @@ def shrink(
 
 def store_minimal(candidate: Candidate, *, original_dir: str | os.PathLike[str] | None, checker: str) -> SimResult:
     """Run the minimal candidate once more, into the store, marked scripted, with its replay command."""
-    spec = replace(candidate.spec, name=f"{candidate.spec.test_name}-shrunk")
+    spec = replace(candidate.spec, name=None)
+    test = store.read_json(store.RunDir(Path(original_dir)).test_json).get("test") if original_dir else None
+    spec = replace(spec, name=f"{test or 'sim'}-shrunk")
     scratch = Path(spec.store) / ".sim-scratch" / f"minimal-{os.getpid()}-{time.monotonic_ns()}"
     result = simulate(spec, scratch, schedule=candidate.schedule, scripts=candidate.scripts,
                       replay_command="harness simulate --replay <this run>",
                       reproduces=None if original_dir is None else str(original_dir))
     result = keep(result)
-    command = f"harness simulate --replay {result.run_dir}"
-    mark_scripted(result.run_dir, {"replay_command": command, "shrunk_from": str(original_dir),
-                                   "shrunk_for": checker})
+    path = store.RunDir(result.run_dir).test_json
+    document = store.read_json(path)
+    document.update(replay_command=f"harness simulate --replay {result.run_dir}", shrunk_from=str(original_dir),
+                    shrunk_for=checker)
+    store.write_json(path, document)
     try:
         scratch.parent.rmdir()
     except OSError:

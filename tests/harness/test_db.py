@@ -90,8 +90,8 @@ def test_what_the_db_can_take_passes() -> None:
     check_capabilities(KillableDB(), ["partition", "kill", "loss"])
     check_capabilities(MinimalDB(), ["loss", "latency"])
     assert capabilities(KillableDB()) == ["Process", "Status"]
-    assert capabilities(ClusterDB()) == ["Clients", "Process", "Pause", "Status", "LogFiles", "ClockSkew",
-                                         "AuxiliaryProcesses"]
+    assert capabilities(ClusterDB()) == ["Clients", "Simulation", "Process", "Pause", "Status", "LogFiles",
+                                         "ClockSkew", "AuxiliaryProcesses"]
     check_capabilities(ClusterDB(), ["partition", "kill", "pause", "clock", "loss", "latency"], workload="queue")
 
 

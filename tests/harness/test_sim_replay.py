@@ -17,14 +17,16 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
+from adapters.cluster.db import ClusterDB
 from harness.cli import main
-from harness.spec import rng_for
-from harness.sim.platform import SimPlatform
-from harness.sim.run import SimSpec, compose, seed_schedule, simulate, trace_digest
-from harness.sim.world import World
+from harness.sim.run import compose_sim, simulate, trace_digest
+from harness.spec import TestSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = SimSpec(seed=11, time_limit=20.0, nemesis_interval=4.0)
+SPEC = TestSpec(seed=11, db="cluster", platform="sim", time_limit=20.0, nemesis_interval=4.0,
+                nemesis=("partition", "kill", "pause", "clock"))
 
 
 def test_the_same_seed_twice_gives_byte_identical_history_and_journals(tmp_path: Path) -> None:
@@ -43,31 +45,41 @@ def test_the_same_seed_twice_gives_byte_identical_history_and_journals(tmp_path:
     assert set(results["checkers"]) == {"single-leader-per-term", "lsn-monotonicity", "durability", "linearizable"}
     assert results["sim"]["history_sha256"] == first.digest["history_sha256"]
     test = json.loads((tmp_path / "a/test.json").read_text())
-    assert test["replay_command"] == SPEC.command() and test["platform"] == {"kind": "sim"}
+    assert test["command"] == compose_sim(SPEC).command() and test["platform"] == {"kind": "sim"}
+    assert test["command"].startswith("harness run --db cluster ") and " --platform sim" in test["command"]
     # A different seed is a different run.
     other = simulate(replace(SPEC, seed=12), tmp_path / "c", checkers=())
     assert other.digest["history_sha256"] != first.digest["history_sha256"]
 
 
-def _trace(spec: SimSpec, path: Path, copy: bool) -> tuple[bytes, list[list[str]]]:
-    comp = compose(spec)
-    world = World(replace(comp.world_config, copy_messages=copy), spec.seed)
-    SimPlatform(world, path, comp.workload, comp.platform_config, schedule=seed_schedule(comp),
-                nemesis_rng=rng_for(spec.seed, "nemesis-runtime")).run()
-    return path.read_bytes(), [world.journal_lines(node) for node in world.ids]
+def _trace(spec: TestSpec, path: Path, copy: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, list[bytes]]:
+    original = ClusterDB.simulate
+
+    def simulate_copying(self: ClusterDB, nodes: tuple[str, ...], seed: int) -> object:
+        system = original(self, nodes, seed)
+        system.world.copy = copy  # JSON round-trip every message, request, reply and record
+        return system
+
+    monkeypatch.setattr(ClusterDB, "simulate", simulate_copying)
+    simulate(spec, path, checkers=())
+    journals = [(path / f"nodes/{node}/journal.jsonl").read_bytes() for node in ("n1", "n2", "n3", "n4", "n5")]
+    return (path / "history.jsonl").read_bytes(), journals
 
 
-def test_fresh_copies_of_every_message_and_record_change_nothing(tmp_path: Path) -> None:
+def test_fresh_copies_of_every_message_and_record_change_nothing(tmp_path: Path, monkeypatch) -> None:
     spec = replace(SPEC, seed=13, workload="queue")
-    shared = _trace(spec, tmp_path / "shared.jsonl", copy=False)
-    copied = _trace(spec, tmp_path / "copied.jsonl", copy=True)
+    shared = _trace(spec, tmp_path / "shared", False, monkeypatch)
+    copied = _trace(spec, tmp_path / "copied", True, monkeypatch)
     assert shared == copied
 
 
 _PROBE = """
 import sys
-from harness.sim.run import SimSpec, simulate
-result = simulate(SimSpec(seed=5, time_limit=8.0, nemesis_interval=2.0), sys.argv[1], checkers=())
+from harness.sim.run import simulate
+from harness.spec import TestSpec
+spec = TestSpec(seed=5, db="cluster", platform="sim", time_limit=8.0, nemesis_interval=2.0,
+                nemesis=("partition", "kill", "pause", "clock"))
+result = simulate(spec, sys.argv[1], checkers=())
 print(result.digest["history_sha256"], result.digest["journals_sha256"])
 """
 
@@ -88,7 +100,7 @@ def test_replay_and_check_determinism_from_the_command_line(tmp_path: Path, caps
     assert main([*argv, "--check-determinism"]) == 0
     out = capsys.readouterr().out
     assert "deterministic" in out and "NOT" not in out
-    assert f"replay: harness simulate --seed 3 --mode blazingmq --time-limit 10 --nemesis-interval 3 --store {store}" \
-        in out
+    assert "replay: harness run --db cluster --nodes 5 --workload register" in out
+    assert "--time-limit 10 --concurrency 10 --seed 3 --nemesis-interval 3 --platform sim" in out
     assert main(["simulate", "--replay", f"{store}/latest", "--store", store]) == 0
     assert "byte-identical" in capsys.readouterr().out

@@ -1,26 +1,86 @@
-"""Unit tests of the simulator's parts: clocks, disk, network, seeds, delta debugging, specs and the CLI's
-refusals. Each is fast and needs no simulation run."""
+"""Unit tests of the simulator's parts: the virtual-time loop, clocks, disk, network, seeds, delta
+debugging, specs and the CLI's refusals. Each is fast and needs no simulation run."""
 
 from __future__ import annotations
 
+import asyncio
+import heapq
 import random
+import time
 
 import pytest
 
 from harness.cli import main
-from harness.spec import ConfigError
 from harness.sim.clock import WALL_EPOCH, NodeClock, to_ns
 from harness.sim.disk import SimDisk
 from harness.sim.explore import parse_seeds
+from harness.sim.loop import NS, Stalled, run_simulated
 from harness.sim.network import NetworkOptions, SimNetwork
-from harness.sim.platform import SimClient, request_of
-from harness.sim.run import SimSpec, checker_for_bug, compose, scripts_from_jsonl, workload_for_bug
+from harness.sim.run import checker_for_bug, compose_sim, workload_for_bug
 from harness.sim.shrink import Candidate, _Judge, ddmin, fault_units, with_time_limit
-from harness.sim.world import World, WorldConfig
+from harness.spec import ConfigError, TestSpec
 from nemesis import grudge as grudges
 from nemesis.faults import Heal, Kill, Partition, Start
 from nemesis.generator import ScheduledFault
+from workloads.generator import scripts_from_jsonl
 from workloads.ops import Op
+
+
+def sim_spec(seed: int, **fields: object) -> TestSpec:
+    return TestSpec(seed=seed, db="cluster", platform="sim", **fields)  # type: ignore[arg-type]
+
+
+class Ticks:
+    """A world whose events are calls at given true times (``harness.sim.loop.EventSource``)."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.queue: list[tuple[int, int, object]] = []
+        self.seen: list[tuple[str, int]] = []
+
+    def at(self, ns: int, what: object) -> None:
+        heapq.heappush(self.queue, (ns, len(self.queue), what))
+
+    def next_event_ns(self) -> int | None:
+        return self.queue[0][0] if self.queue else None
+
+    def run_next(self) -> None:
+        self.now, _, what = heapq.heappop(self.queue)
+        if callable(what):
+            what()
+        else:
+            self.seen.append((str(what), self.now))
+
+
+def test_the_virtual_loop_interleaves_its_timers_and_the_worlds_events_in_time_order() -> None:
+    world = Ticks()
+    world.at(int(1.5 * NS), "world at 1.5 s")
+    world.at(int(10 * NS), "world at 10 s")
+    woken: list[tuple[str, float]] = []
+
+    async def sleeper(name: str, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        woken.append((name, asyncio.get_running_loop().time()))
+        world.seen.append((name, world.now))
+
+    async def main() -> float:
+        await asyncio.gather(sleeper("a", 1.0), sleeper("b", 3600.0), sleeper("c", 2.0))
+        return asyncio.get_running_loop().time()
+
+    started = time.perf_counter()
+    end = run_simulated(world, main())
+    assert time.perf_counter() - started < 5.0  # an hour of virtual time passes without waiting for it
+    assert end == 3600.0
+    assert [name for name, _ in world.seen] == ["a", "world at 1.5 s", "c", "world at 10 s", "b"]
+    assert woken == [("a", 1.0), ("c", 2.0), ("b", 3600.0)]
+
+
+def test_the_virtual_loop_says_when_nothing_can_ever_happen() -> None:
+    async def forever() -> None:
+        await asyncio.get_running_loop().create_future()
+
+    with pytest.raises(Stalled, match="stalled at 0.000 s"):
+        run_simulated(Ticks(), forever())
 
 
 def test_a_drifting_clock_fires_timers_no_earlier_than_asked() -> None:
@@ -83,7 +143,7 @@ def test_seed_lists() -> None:
 
 
 def test_ddmin_finds_a_one_minimal_failing_subset(tmp_path) -> None:
-    spec = SimSpec(seed=1)
+    spec = sim_spec(1)
 
     class Judge(_Judge):
         def first_failing(self, candidates):
@@ -107,7 +167,7 @@ def test_faults_shrink_in_pairs_with_their_heals() -> None:
                 ScheduledFault(15.0, "kill", Start("all")),
                 ScheduledFault(21.0, "kill", Kill(("n3",))),
                 ScheduledFault(30.0, "partition", Heal()), ScheduledFault(30.0, "kill", Start("all")))
-    candidate = Candidate(SimSpec(seed=1, time_limit=30.0), schedule, {})
+    candidate = Candidate(sim_spec(1, time_limit=30.0), schedule, {})
     assert fault_units(candidate) == [(0, 2), (1, 3), (4,)]
     assert candidate.faults == 3
     cut = with_time_limit(candidate, 10.0)
@@ -115,21 +175,23 @@ def test_faults_shrink_in_pairs_with_their_heals() -> None:
                                                           (10.0, "start")]
 
 
-def test_specs_name_their_replay_command_and_refuse_bad_names() -> None:
-    spec = SimSpec(seed=7, mode="raft", bugs=("lsn-reuse",), core={"scouting": False}, time_limit=30)
-    assert spec.command() == ("harness simulate --seed 7 --mode raft --time-limit 30 --bug lsn-reuse "
-                              "--core scouting=false")
-    assert SimSpec.from_json(spec.to_json()) == spec
-    for bad, message in ((SimSpec(seed=1, mode="paxos"), "unknown mode 'paxos'"),
-                         (SimSpec(seed=1, nemesis=("meteor",)), "unknown nemesis meteor"),
-                         (SimSpec(seed=1, mode="raft", bugs=("skip-leader-sync",)), "applies only to mode"),
-                         (SimSpec(seed=1, core={"heartbeat_interval": -1}), "heartbeat_interval must be > 0"),
-                         (SimSpec(seed=1, workload="bank"), "unknown workload 'bank'")):
+def test_simulated_specs_are_harness_run_specs_and_refuse_bad_names() -> None:
+    spec = sim_spec(7, db_options={"mode": "raft", "bug": ["lsn-reuse"], "core": {"scouting": False}},
+                    time_limit=30)
+    assert compose_sim(spec).command() == (
+        "harness run --db cluster --mode raft --bug lsn-reuse --core scouting=false --nodes 5 --workload register "
+        "--nemesis none --time-limit 30 --concurrency 10 --seed 7 --platform sim")
+    assert TestSpec.from_json(spec.to_json()) == spec
+    for bad, message in ((sim_spec(1, db_options={"mode": "paxos"}), "unknown value 'paxos'"),
+                         (sim_spec(1, nemesis=("meteor",)), "unknown nemesis meteor"),
+                         (sim_spec(1, db_options={"mode": "raft", "bug": ["skip-leader-sync"]}), "applies only to mode"),
+                         (sim_spec(1, db_options={"core": {"heartbeat_interval": -1}}), "heartbeat_interval must be > 0"),
+                         (sim_spec(1, workload="bank"), "unknown workload 'bank'")):
         with pytest.raises(ConfigError, match=message):
-            compose(bad)
-    assert checker_for_bug("ack-before-commit") == "durability"
-    assert checker_for_bug("vote-twice") == "single-leader-per-term"
-    assert workload_for_bug("no-dedup") == "queue" and workload_for_bug("stale-read") == "register"
+            compose_sim(bad)
+    assert checker_for_bug("cluster", "ack-before-commit") == "durability"
+    assert checker_for_bug("cluster", "vote-twice") == "single-leader-per-term"
+    assert workload_for_bug("cluster", "no-dedup") == "queue" and workload_for_bug("cluster", "stale-read") == "register"
 
 
 def test_scripts_round_trip_through_schedule_lines() -> None:
@@ -141,44 +203,15 @@ def test_scripts_round_trip_through_schedule_lines() -> None:
         scripts_from_jsonl([{"process": "client", "f": "read"}])
 
 
-def test_a_paused_node_buffers_and_a_killed_node_refuses(tmp_path) -> None:
-    world = World(WorldConfig(nodes=3), seed=5)
-    for node in world.ids:
-        world.start(node)
-    world.run_for(5.0)
-    leader = world.leader()
-    assert leader is not None
-    replies: list[dict] = []
-    world.pause(leader)
-    world.client_send(leader, "r1", {"op": "status", "id": 1}, lambda ref, reply: replies.append(reply))
-    world.run_for(1.0)
-    assert replies == [] and world.nodes[leader].inbox
-    world.resume(leader)
-    world.run_for(0.1)
-    assert replies and replies[0]["ok"] is True
-    world.kill(leader)
-    world.client_send(leader, "r2", {"op": "status", "id": 2}, lambda ref, reply: replies.append(reply))
-    world.run_for(0.1)
-    assert replies[-1]["error"] == "connection-refused" and replies[-1]["definite"] is True
-    assert world.start(leader) and world.nodes[leader].incarnation == 2
-
-
 @pytest.mark.parametrize("argv, message", [
     (["simulate"], "say what to simulate"),
-    (["simulate", "--seed", "1", "--mode", "paxos"], "unknown mode"),
+    (["simulate", "--seed", "1", "--mode", "paxos"], "option mode: unknown value 'paxos'"),
     (["simulate", "--seeds", "9..1"], "runs backwards"),
     (["simulate", "--seed", "1", "--seeds", "1..2"], "not allowed with"),
     (["simulate", "--matrix", "--seed", "3"], "--matrix explores seeds itself"),
-    (["simulate", "--seed", "1", "--bug", "nope"], "unknown bug 'nope'"),
+    (["simulate", "--seed", "1", "--bug", "nope"], "option bug: unknown value 'nope'"),
+    (["simulate", "--seed", "1", "--db", "nosuchdb"], "unknown db 'nosuchdb'"),
 ])
 def test_bad_arguments_exit_254_with_one_line(argv, message, tmp_path, capsys) -> None:
     assert main([*argv, "--store", str(tmp_path)]) == 254
     assert message in capsys.readouterr().err
-
-
-def test_the_simulated_client_sends_local_reads_as_local() -> None:
-    client = SimClient()
-    assert request_of(Op("read", "k1", None, node="n2", local=True), client) == {
-        "op": "read", "key": "k1", "local": True
-    }
-    assert request_of(Op("read", "k1", None), client) == {"op": "read", "key": "k1"}

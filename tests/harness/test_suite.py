@@ -428,7 +428,6 @@ def test_the_schema_rejects_what_ci_systems_reject(broken: str) -> None:
 
 
 def test_db_options_reach_the_spec_and_the_simulator_and_the_command_repeats_them() -> None:
-    from harness.sim.run import SimSpec
     from harness.spec import TestSpec
     from harness.suite import RUN_CHECK_TIMEOUT, case_command, test_spec
 
@@ -448,15 +447,15 @@ def test_db_options_reach_the_spec_and_the_simulator_and_the_command_repeats_the
     real, simulated = parse(text, db="cluster").cases
     assert simulated.name.endswith(" platform=sim") and real.name != simulated.name
     spec = test_spec(real, "store")
-    assert isinstance(spec, TestSpec)
+    assert isinstance(spec, TestSpec) and spec.platform == "docker"
     assert spec.db == "cluster"
     assert spec.db_options == {"mode": "raft", "core": {"leader_quorum_timeout": 0, "scouting": False}}
     assert spec.check_timeout == RUN_CHECK_TIMEOUT  # the suite's Spark analysis is the judge
     # The reproduce command carries the node settings as `harness run --core NAME=VALUE`.
     assert " --mode raft --core leader_quorum_timeout=0 --core scouting=false " in case_command(real, "store")
     sim = test_spec(simulated, "store")
-    assert isinstance(sim, SimSpec)
-    assert sim.core == {"leader_quorum_timeout": 0} and sim.seed == 5 and sim.mode == "raft"
+    assert sim.platform == "sim" and sim.db_options == {"mode": "raft", "core": {"leader_quorum_timeout": 0}}
+    assert case_command(simulated, "store").endswith(" --seed 5 --platform sim")
 
 
 def test_a_suite_without_a_db_or_with_an_unknown_one_is_one_sentence() -> None:

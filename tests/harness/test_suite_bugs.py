@@ -48,7 +48,7 @@ def test_every_checker_a_known_bug_names_exists() -> None:
     from checkers.registry import CHECKERS
     from harness.sim.run import checker_for_bug
 
-    assert {checker_for_bug(bug) for bug in KNOWN_BUGS} <= set(CHECKERS)
+    assert {checker_for_bug("cluster", bug) for bug in KNOWN_BUGS} <= set(CHECKERS)
 
 
 def test_the_bugs_suite_runs_every_known_bug_once_and_every_mode() -> None:

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from nemesis import faults as fx
 from nemesis import grudge as g
 from nemesis import shell
 from nemesis.remote import CommandResult, RemoteError, RemoteTimeout
-from nemesis.shell import FakeTime, Outcome, ShellNemesis
+from nemesis.shell import FakeTime, Outcome, ShellClocks, ShellNet
 
 FIVE = ["n1", "n2", "n3", "n4", "n5"]
 ADDRESSES = {f"n{i}": f"10.55.0.{10 + i}" for i in range(1, 6)}
@@ -156,8 +155,7 @@ def test_a_cut_off_node_also_loses_the_replies_of_request_response_services() ->
     ]
     # The shell nemesis passes its reply ports to every partition it applies.
     remotes = {name: FakeRemote(name) for name in FIVE}
-    nemesis = ShellNemesis(remotes, ADDRESSES, pid_file=PID_FILE, reply_ports=(7100,))
-    nemesis.apply(fx.Partition(kind="isolate", grudge=g.isolate(FIVE, "n1")))
+    ShellNet(remotes, ADDRESSES, reply_ports=(7100,)).partition(g.isolate(FIVE, "n1"), "isolate")
     assert "-s 10.55.0.11 -p tcp -m multiport --sports 7100 -j DROP" in remotes["n3"].commands[0]
 
 
@@ -246,34 +244,6 @@ def test_heal_latency_only_removes_a_netem_qdisc(remotes: dict[str, FakeRemote])
     ]
 
 
-def test_kill_sends_sigkill_to_the_pid_in_the_pid_file(remotes: dict[str, FakeRemote]) -> None:
-    remotes["n2"].respond("kill -s KILL", CommandResult(0, "4242\n", ""))
-    outcome = shell.kill(remotes, ["n2"], PID_FILE)
-    assert outcome == Outcome({"nodes": ["n2"], "pids": {"n2": 4242}}, None)
-    script = remotes["n2"].commands[0].splitlines()
-    assert script[0] == f"if [ ! -s {PID_FILE} ]; then echo 'no pid file {PID_FILE}' >&2; exit 3; fi"
-    assert script[-2:] == ['kill -s KILL "$pid"', 'echo "$pid"']
-    assert 'grep -q "^State:.*Z"' in script[2], "a zombie must count as not running"
-
-
-def test_kill_of_a_node_that_is_not_running_is_an_error_but_resume_is_not(
-    remotes: dict[str, FakeRemote],
-) -> None:
-    down = CommandResult(5, "", "not running (pid 17)\n")
-    remotes["n1"].respond("kill", down)
-    remotes["n2"].respond("kill", CommandResult(0, "18\n", ""))
-    killed = shell.kill(remotes, ["n1", "n2"], PID_FILE)
-    assert killed == Outcome({"nodes": ["n2"], "pids": {"n2": 18}}, "n1: not running (pid 17)")
-    resumed = shell.resume(remotes, ["n1", "n2"], PID_FILE)
-    assert resumed == Outcome({"nodes": ["n2"], "pids": {"n2": 18}, "not_running": ["n1"]}, None)
-    assert "kill -s CONT" in remotes["n2"].commands[-1]
-
-
-def test_pause_sends_sigstop(remotes: dict[str, FakeRemote]) -> None:
-    remotes["n3"].respond("kill -s STOP", CommandResult(0, "99\n", ""))
-    assert shell.pause(remotes, ["n3"], PID_FILE) == Outcome({"nodes": ["n3"], "pids": {"n3": 99}}, None)
-
-
 def test_control_line_always_carries_the_rate() -> None:
     assert shell.control_line(-30) == "-30.000 x1\n"
     assert shell.control_line(0) == "+0.000 x1\n"
@@ -311,16 +281,11 @@ def test_clock_bump_writes_the_control_file_atomically_and_confirms_by_probe(
     assert all(not remotes[n].writes for n in ("n3", "n4", "n5"))
 
 
-def test_a_clock_bump_of_the_leader_moves_the_clock_of_the_node_that_leads_now(
-    remotes: dict[str, FakeRemote],
-) -> None:
-    nemesis = ShellNemesis(remotes, ADDRESSES, pid_file=PID_FILE, faketime=FT)
-    outcome = nemesis.apply(fx.ClockBump(deltas={"leader": -42.0}), leader="n4")
+def test_shell_clocks_bump_exactly_the_nodes_they_are_given(remotes: dict[str, FakeRemote]) -> None:
+    outcome = ShellClocks(remotes, FT).bump({"n4": -42.0})
     assert outcome.error is None and outcome.value["offsets"] == {"n4": -42.0}
     assert remotes["n4"].writes == [(FT.control_file, b"-42.000 x1\n", 0o644)]
     assert all(not remotes[n].writes for n in ("n1", "n2", "n3", "n5"))
-    unresolved = nemesis.apply(fx.ClockBump(deltas={"leader": -42.0}), leader=None)
-    assert not unresolved.applied and "no leader is known" in unresolved.error
 
 
 def test_a_clock_the_probe_does_not_confirm_is_not_recorded_as_applied(
@@ -440,44 +405,20 @@ def test_teardown_deletes_the_chains_and_checks_nothing_is_left(remotes: dict[st
     assert shell.teardown(remotes)["n5"].error == "iptables chains not removed: CHAOS rules remain"
 
 
-def test_shell_nemesis_resolves_the_leader_at_run_time(remotes: dict[str, FakeRemote]) -> None:
-    nemesis = ShellNemesis(remotes, ADDRESSES, pid_file=PID_FILE, faketime=FT)
-    outcome = nemesis.apply(fx.Partition("isolate", target="leader"), leader="n3")
-    assert outcome.value["grudge"]["n3"] == ["n1", "n2", "n4", "n5"]
-    assert outcome.value["kind"] == "isolate"
-    remotes["n3"].respond("kill -s KILL", CommandResult(0, "55\n", ""))
-    assert nemesis.apply(fx.Kill("leader"), leader="n3").value == {"nodes": ["n3"], "pids": {"n3": 55}}
-
-
-def test_shell_nemesis_records_an_unknown_leader_as_not_applied(remotes: dict[str, FakeRemote]) -> None:
-    nemesis = ShellNemesis(remotes, ADDRESSES, pid_file=PID_FILE, faketime=FT)
-    outcome = nemesis.apply(fx.Kill("leader"), leader=None)
-    assert outcome == Outcome(None, "no leader is known, so there is no leader to target")
-    assert all(not r.commands for r in remotes.values())
-
-
-def test_shell_nemesis_dispatches_every_shell_fault(remotes: dict[str, FakeRemote]) -> None:
-    for remote in remotes.values():
-        remote.respond("kill -s", CommandResult(0, "1\n", ""))
-    nemesis = ShellNemesis(remotes, ADDRESSES, pid_file=PID_FILE, faketime=FT)
-    for fault in (
-        fx.Heal(),
-        fx.Pause(("n1",)),
-        fx.Resume("all"),
-        fx.Loss(("n2",), 0.1),
-        fx.HealLoss(),
-        fx.Latency(("n1",), 10.0),
-        fx.HealLatency(),
-        fx.ClockBump({"n1": 3.0}),
-        fx.ClockReset("all"),
-        fx.Partition("bridge", grudge=g.bridge(FIVE)),
+def test_shell_net_and_clocks_apply_every_network_and_clock_fault(remotes: dict[str, FakeRemote]) -> None:
+    net, clocks = ShellNet(remotes, ADDRESSES), ShellClocks(remotes, FT)
+    for outcome in (
+        net.heal(),
+        net.loss(("n2",), 0.1),
+        net.heal_loss(),
+        net.latency(("n1",), 10.0, 2.0),
+        net.heal_latency(),
+        net.partition(g.bridge(FIVE), "bridge"),
+        clocks.bump({"n1": 3.0}),
+        clocks.reset(FIVE),
     ):
-        assert nemesis.apply(fault).applied, fault
-    with pytest.raises(ValueError, match="route it to the DB adapter"):
-        nemesis.apply(fx.Start("all"))
-    assert ShellNemesis(remotes, ADDRESSES, pid_file=PID_FILE).apply(fx.ClockBump({"n1": 1.0})).error == (
-        "clock faults need libfaketime on the nodes (no FakeTime configured)"
-    )
+        assert outcome.applied, outcome
+    assert outcome.value["nodes"] == list(FIVE)
 
 
 # -- the clock faults for real, on this machine's shell ------------------------------------------------
@@ -546,6 +487,3 @@ def test_missing_addresses_and_remotes_are_named_not_guessed(remotes: dict[str, 
         "no address known for node(s) n5; pass every node's address"
     )
     assert all(not r.commands for r in remotes.values())
-    assert shell.pause(remotes, ["n9"], PID_FILE) == Outcome(
-        {"nodes": [], "pids": {}}, "n9: no remote for this node"
-    )

@@ -4,7 +4,6 @@ files the adapter builds for them, and that the checkers read a run with the con
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 from pathlib import Path
@@ -24,12 +23,11 @@ from checkers.history import load_history, load_journals
 from checkers.registry import CheckInput, run_checker
 from harness.compose import compose
 from harness.db import Deployment, collected_files, fault_targets, hosts_of
-from harness.fault_driver import ClusterNemesis
-from harness.interpreter import ClusterView
+from harness.fault_driver import real_fault_driver
 from harness.spec import TestSpec
 from harness.topology import COMPOSE_TOPOLOGY, FIRST_HOST, compose_file, topology
 from nemesis.faults import Kill, Partition, Start
-from nemesis.shell import FakeTime, Outcome
+from nemesis.shell import FakeTime
 from tests.harness.synthetic_runs import write_run
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
@@ -216,6 +214,8 @@ def test_the_fluvio_schedule_aims_kills_and_partitions_at_the_controller_too() -
 class _Processes:
     """A DB whose processes live or die; it declares the fluvio controller as a fault target."""
 
+    name = "processes"
+
     def __init__(self) -> None:
         self.started: list[str] = []
 
@@ -233,10 +233,8 @@ class _Processes:
     def start(self, deployment: Deployment, node: str, remote: object) -> None:
         self.started.append(node)
 
-
-class _NoShell:
-    def apply(self, fault: object, leader: str | None = None) -> Outcome:
-        raise AssertionError(f"{fault} is a process fault: it must go to the DB")
+    def is_running(self, deployment: Deployment, node: str, remote: object) -> bool:
+        return True
 
 
 def test_the_driver_restarts_a_killed_controller_and_never_takes_it_for_the_leader() -> None:
@@ -244,15 +242,14 @@ def test_the_driver_restarts_a_killed_controller_and_never_takes_it_for_the_lead
     nodes = ("n1", "n2", "n3")
     deployment = Deployment(nodes, {n: n for n in (*nodes, "sc")}, {n: n for n in (*nodes, "sc")},
                             extra_hosts=("sc",))
-    driver = ClusterNemesis(db, deployment, {n: object() for n in (*nodes, "sc")}, _NoShell())  # type: ignore[arg-type]
-    view = ClusterView(nodes, lambda: 0.0)
-    view.observe("n2", {"role": "leader", "term": 3, "leader": "n2"})
-    killed = asyncio.run(driver.apply(Kill(("sc",)), view))
+    driver = real_fault_driver(db, deployment, {n: object() for n in (*nodes, "sc")}, None, None)  # type: ignore[arg-type]
+    assert driver.nodes == (*nodes, "sc")
+    killed = driver.apply(Kill(("sc",)), "n2")
     assert killed.value == {"nodes": ["sc"]} and driver.killed == {"sc"}
     assert driver.recovery_faults() == [Start(("sc",))]
-    asyncio.run(driver.apply(Start("all"), view))
-    assert db.started == ["n1", "n2", "n3", "sc"]
-    leader_kill = asyncio.run(driver.apply(Kill("leader"), view))
+    driver.apply(Start("all"), "n2")
+    assert sorted(db.started) == ["n1", "n2", "n3", "sc"]
+    leader_kill = driver.apply(Kill("leader"), "n2")
     assert leader_kill.value == {"nodes": ["n2"]}
 
 

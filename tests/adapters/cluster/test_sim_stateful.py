@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from harness.sim.world import World, WorldConfig
+from adapters.cluster.sim import World, WorldConfig
 
 FAST = {"heartbeat_interval": 0.1, "missed_heartbeats": 3, "election_random_wait": 0.3, "proposal_timeout": 0.3}
 NODES = ("n1", "n2", "n3", "n4", "n5")

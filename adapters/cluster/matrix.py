@@ -1,4 +1,8 @@
-"""The detection matrix (issue 6, item 5) and the ElectionScouting stability figure.
+"""The cluster's detection matrix and the ElectionScouting stability figure, in the simulator.
+
+``harness simulate --matrix`` runs :func:`detection_matrix` (the plugin publishes it in
+``extras["detection_matrix"]``); ``python -m adapters.cluster.matrix suite-sized`` measures suite-sized
+runs.
 
 **Detection matrix.** For every known bug of ``cluster`` (``cluster.core.bugs.KNOWN_BUGS``; the bugs of the
 external-store modes when asked for by name) and each mode
@@ -23,11 +27,26 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from adapters.cluster.sim import World, WorldConfig
 from cluster.core.bugs import KNOWN_BUGS
+from cluster.core.election import ELECTIONS
 from harness.sim.explore import Exploration, SeedOutcome, explore
-from harness.sim.run import SimSpec, checker_for_bug, sim_bugs, sim_modes, workload_for_bug
-from harness.sim.world import World, WorldConfig
+from harness.spec import TestSpec
 from nemesis import grudge as grudges
+
+DB = "cluster"
+
+
+def checker_for_bug(bug: str) -> str:
+    from adapters.cluster import KNOWN_BUGS_INFO
+
+    return KNOWN_BUGS_INFO[bug]["checker"]
+
+
+def workload_for_bug(bug: str) -> str:
+    from adapters.cluster import KNOWN_BUGS_INFO
+
+    return KNOWN_BUGS_INFO[bug]["workload"]
 
 ROUND_STRIDE = 1_000_000
 """Round ``r`` of the matrix explores seeds ``r * ROUND_STRIDE + 1, + 2, ...``: rounds never share seeds."""
@@ -72,14 +91,16 @@ def setup_for(bug: str, mode: str) -> dict[str, Any]:
     return MODE_SETUPS.get((bug, mode), BUG_SETUPS.get(bug, {}))
 
 
-def spec_for_bug(base: SimSpec, bug: str, mode: str) -> SimSpec:
-    """``base`` with ``bug`` switched on, the workload that can show it and the bug's setup (any other key
-    of the setup, e.g. ``nemesis_interval``, replaces that ``SimSpec`` field)."""
+def spec_for_bug(base: TestSpec, bug: str, mode: str) -> TestSpec:
+    """``base`` with ``bug`` switched on in ``mode``, the workload that can show it and the bug's setup (any
+    other key of the setup, e.g. ``nemesis_interval``, replaces that ``TestSpec`` field)."""
     setup = setup_for(bug, mode)
     fields = {k: v for k, v in setup.items() if k not in ("nemesis", "core")}
-    return replace(base, mode=mode, bugs=(bug,), workload=workload_for_bug(bug),
-                   nemesis=tuple(setup.get("nemesis", base.nemesis)), core={**base.core, **setup.get("core", {})},
-                   **fields)
+    options = dict(base.db_options)
+    core = {**options.get("core", {}), **setup.get("core", {})}
+    options.update(mode=mode, bug=[bug], **({"core": core} if core else {}))
+    return replace(base, db=DB, platform="sim", db_options=options, workload=workload_for_bug(bug),
+                   nemesis=tuple(setup.get("nemesis", base.nemesis)), **fields)
 
 
 @dataclass(frozen=True)
@@ -153,7 +174,7 @@ class Matrix:
         return all(d.found for d in self.detections) and all(not c.invalid for c in self.clean)
 
 
-def detect(base: SimSpec, bug: str, mode: str, round_: int, max_seeds: int, *, jobs: int | None = None) -> Detection:
+def detect(base: TestSpec, bug: str, mode: str, round_: int, max_seeds: int, *, jobs: int | None = None) -> Detection:
     """Explore seeds of round ``round_`` until ``bug``'s checker fails (at most ``max_seeds``)."""
     checker = checker_for_bug(bug)
     spec = spec_for_bug(base, bug, mode)
@@ -167,10 +188,10 @@ def detect(base: SimSpec, bug: str, mode: str, round_: int, max_seeds: int, *, j
                      exploration.wall_seconds)
 
 
-def clean_run(base: SimSpec, mode: str, seeds: int, *, jobs: int | None = None,
+def clean_run(base: TestSpec, mode: str, seeds: int, *, jobs: int | None = None,
               on_outcome: Callable[[SeedOutcome], Any] | None = None) -> CleanRun:
     """The bug-free build of ``mode`` over seeds 1..``seeds``, every checker, keep going."""
-    spec = replace(base, mode=mode, bugs=())
+    spec = replace(base, db=DB, platform="sim", db_options={**base.db_options, "mode": mode, "bug": []})
     exploration: Exploration = explore(spec, range(1, seeds + 1), jobs=jobs, keep_going=True, on_outcome=on_outcome)
     return CleanRun(mode, len(exploration.outcomes), tuple(o.seed for o in exploration.invalid),
                     tuple(o.seed for o in exploration.unknown), exploration.failures_by_checker(),
@@ -178,7 +199,7 @@ def clean_run(base: SimSpec, mode: str, seeds: int, *, jobs: int | None = None,
 
 
 def detection_matrix(
-    base: SimSpec,
+    base: TestSpec,
     *,
     rounds: int = 3,
     max_seeds: int = 1000,
@@ -192,8 +213,8 @@ def detection_matrix(
     """The whole matrix: every (bug, mode) for ``rounds`` rounds, then ``clean_seeds`` bug-free seeds per
     mode (0 skips them). ``base`` carries the shared options (time limit, rate, store...)."""
     matrix = Matrix()
-    wanted_modes = tuple(modes) if modes is not None else tuple(sim_modes())
-    known = sim_bugs()
+    wanted_modes = tuple(modes) if modes is not None else tuple(ELECTIONS)
+    known = KNOWN_BUGS
     for bug in (tuple(bugs) if bugs is not None else tuple(KNOWN_BUGS)):
         for mode in known[bug].modes:
             if mode not in wanted_modes:
@@ -228,7 +249,7 @@ SUITE_NEMESES: dict[str, tuple[str, ...]] = {
 """The nemeses (``+`` joins packages run together) tried per bug in suite-sized runs: those that can expose it."""
 
 
-def suite_sized_detection(base: SimSpec, bug: str, mode: str, nemesis: str, rounds: int, max_seeds: int, *,
+def suite_sized_detection(base: TestSpec, bug: str, mode: str, nemesis: str, rounds: int, max_seeds: int, *,
                           jobs: int | None = None) -> list[int | None]:
     """Seeds until ``bug``'s checker fails in suite-sized runs (:data:`SUITE_SIZED`) under ``nemesis`` alone
     (the bug's setup otherwise), per round; None where ``max_seeds`` were not enough."""
@@ -316,12 +337,12 @@ def stability_figure(seeds: Sequence[int], *, mode: str = "blazingmq", duration:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness.sim.matrix suite-sized [--rounds R] [--max-seeds N] [--jobs J] [--bug B ...]``:
+    """``python -m adapters.cluster.matrix suite-sized [--rounds R] [--max-seeds N] [--jobs J] [--bug B ...]``:
     one JSON line per bug, mode and nemesis with the seeds to the first failure of suite-sized runs."""
     import argparse
     import json
 
-    parser = argparse.ArgumentParser(prog="python -m harness.sim.matrix", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m adapters.cluster.matrix", description=main.__doc__)
     parser.add_argument("figure", choices=("suite-sized",))
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--max-seeds", type=int, default=8)
@@ -329,9 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bug", action="append", choices=sorted(SUITE_NEMESES))
     parser.add_argument("--store", default="store")
     args = parser.parse_args(argv)
-    base = SimSpec(seed=0, store=args.store)
+    base = TestSpec(seed=0, db=DB, platform="sim", store=args.store)
     for bug in args.bug or list(SUITE_NEMESES):
-        for mode in sim_bugs()[bug].modes:
+        for mode in KNOWN_BUGS[bug].modes:
             for nemesis in SUITE_NEMESES[bug]:
                 seeds = suite_sized_detection(base, bug, mode, nemesis, args.rounds, args.max_seeds, jobs=args.jobs)
                 print(json.dumps({"bug": bug, "mode": mode, "nemesis": nemesis, "seeds": seeds}), flush=True)

@@ -1,9 +1,13 @@
-"""The simulated world: N real node cores of ``cluster`` in one process, in virtual time.
+"""The cluster in the deterministic simulator: N real node cores of ``cluster`` in one process, in virtual
+time, and :class:`SimulatedCluster`, what the sim platform of ``harness run`` drives
+(``harness.sim.system.SimulatedSystem``; ``ClusterDB.simulate`` makes one).
 
 The world is the simulator's driver of ``cluster.core.node.Node`` (docs/node-core.md): it carries out
 every ``Ready`` in the contract's order (persist, journal, send, reply, arm the next tick), with a
 simulated disk per node (:mod:`harness.sim.disk`), a seeded network (:mod:`harness.sim.network`) and
-per-node clocks (:mod:`harness.sim.clock`).
+per-node clocks (:mod:`harness.sim.clock`). The harness's interpreter runs on a virtual-time event loop
+over this world (``harness.sim.loop``), and its clients are ``cluster.client.Client`` itself over
+:class:`SimConnection`: the simulated client is the real one, rule for rule.
 
 **One event queue.** Everything that happens (a message arriving, a timer firing, a client request or
 reply arriving, a nemesis or client step) is an event in one heap ordered by ``(time_ns, sequence)``,
@@ -30,8 +34,8 @@ seed's external linearizable service) but move with their host under partitions.
 
 **Clients** are not nodes: :meth:`World.client_send` hands a request to a node over a client link and
 calls back with the reply, or with ``connection-refused`` (the node was down: definite) or
-``connection-lost`` (it died with the request outstanding: indefinite), as ``cluster.client`` reports
-them. Client processes themselves live in :mod:`harness.sim.platform`.
+``connection-lost`` (it died with the request outstanding: indefinite); :class:`SimConnection` turns
+those into what a TCP connection gives ``cluster.client.Client``.
 
 **Manual network** (``manual=True``): messages are kept in :attr:`World.inflight` instead of being
 scheduled, and a caller (the Hypothesis state machine) delivers, drops or reorders them by hand.
@@ -39,23 +43,39 @@ scheduled, and a caller (the Hypothesis state machine) delivers, drops or reorde
 
 from __future__ import annotations
 
+import asyncio
 import heapq
+import itertools
 import json
 import random
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-from adapters.cluster.db import CONTROLLER, NODE, STORE, ClusterDB, ClusterProcess
+from adapters.cluster.client import ClusterWorkloadClient
+from adapters.cluster.db import (
+    CONTROLLER,
+    EXTERNAL_STORE,
+    NODE,
+    NODES_DIR,
+    PORT,
+    STORE,
+    ClusterDB,
+    ClusterProcess,
+    status_of,
+)
+from cluster.client import CONNECTION_REFUSED, Client, Lost, NeverSent
 from cluster.core.config import NodeConfig
 from cluster.core.controller import Controller, ControllerConfig, recover_controller
 from cluster.core.node import Node, Ready
 from cluster.core.storage import recover
 from harness.db import Deployment, fault_targets, hosts_of
-from harness.sim.clock import NS, NodeClock, to_ns
+from harness.sim.clock import NS, WALL_EPOCH, NodeClock, to_ns
 from harness.sim.disk import SimDisk
-from harness.sim.network import NetworkOptions, SimNetwork
+from harness.sim.network import NetworkOptions, SimNet, SimNetwork
+from nemesis.driver import ProcessActions
+from nemesis.faults import Outcome
 
 # Event kinds (small ints: the queue's hot path compares them).
 DELIVER = 0  # (dst, src, message)
@@ -67,10 +87,10 @@ STORE_REQUEST = 5  # (store member, (data node, ref), request)
 STORE_REPLY = 6  # inbox only: (member, reply) waiting for a paused data node
 RETRANSMIT = 7  # (dst, src, (message, attempt, dst incarnation, src incarnation))
 
-REFUSED = {"ok": False, "error": "connection-refused", "definite": True,
+REFUSED = {"ok": False, "error": "connection-refused", "definite": True, "transport": True,
            "message": "the node is down: connection refused"}
 """What a client sees when it sends to a node that is down: definite, the request never left."""
-LOST = {"ok": False, "error": "connection-lost", "definite": False,
+LOST = {"ok": False, "error": "connection-lost", "definite": False, "transport": True,
         "message": "the node died with the request outstanding: connection lost"}
 """What a client sees when its node dies with the request outstanding: indefinite."""
 
@@ -261,59 +281,67 @@ class World:
 
     def run(self, until_ns: int | None = None) -> None:
         """Process events in order until the queue is empty, ``halt`` is set, or the next event is later
-        than ``until_ns`` (then the clock stands at ``until_ns``)."""
+        than ``until_ns`` (then the clock stands at ``until_ns``). Tests and benchmarks drive the world
+        this way; a run drives it through the virtual-time loop (:meth:`next_event_ns`, :meth:`run_next`)."""
         queue = self._queue
-        pop = heapq.heappop
-        nodes = self.nodes
         while queue and not self.halt:
             if until_ns is not None and queue[0][0] > until_ns:
                 break
-            at, _, kind, a, b, c = pop(queue)
-            self.now = at
-            self.events += 1
-            if kind == DELIVER:
-                node = nodes[a]
-                if node.up:
-                    source = nodes[b]
-                    if self.network.cut(source.host, node.host):
-                        self._retransmit(node, source, c, 0, node.incarnation, source.incarnation)
-                    elif self.network.admits(source.host, node.host):
-                        if node.paused:
-                            node.inbox.append((DELIVER, b, c))
-                        else:
-                            self._receive(node, b, c)
-            elif kind == RETRANSMIT:
-                node, source = nodes[a], nodes[b]
-                message, attempt, incarnation, source_incarnation = c
-                # A restart on either side reset the connection: what it carried is gone.
-                if node.up and node.incarnation == incarnation and source.incarnation == source_incarnation:
-                    if self.network.cut(source.host, node.host):
-                        self._retransmit(node, source, message, attempt, incarnation, source_incarnation)
-                    elif self.network.admits(source.host, node.host):
-                        if node.paused:
-                            node.inbox.append((DELIVER, b, message))
-                        else:
-                            self._receive(node, b, message)
-            elif kind == TICK:
-                node = nodes[a]
-                if node.tick_at == b and node.incarnation == c and node.up and not node.paused:
-                    node.tick_at = None
-                    self._tick(node)
-            elif kind == REQUEST:
-                node = nodes[a]
-                if node.up and node.incarnation == b[0]:
-                    if node.paused:
-                        node.inbox.append((REQUEST, b[1], c))
-                    else:
-                        self._request(node, b[1], c)
-            elif kind == REPLY:
-                a(b, c)
-            elif kind == STORE_REQUEST:
-                self._store_request(nodes[a], b[0], b[1], c)
-            else:
-                a(b)
+            self.run_next()
         if until_ns is not None and self.now < until_ns and not self.halt:
             self.now = until_ns
+
+    def next_event_ns(self) -> int | None:
+        """When the next event is due (``harness.sim.loop.EventSource``)."""
+        return self._queue[0][0] if self._queue else None
+
+    def run_next(self) -> None:
+        """Carry out the next event (``harness.sim.loop.EventSource``)."""
+        nodes = self.nodes
+        at, _, kind, a, b, c = heapq.heappop(self._queue)
+        self.now = at
+        self.events += 1
+        if kind == DELIVER:
+            node = nodes[a]
+            if node.up:
+                source = nodes[b]
+                if self.network.cut(source.host, node.host):
+                    self._retransmit(node, source, c, 0, node.incarnation, source.incarnation)
+                elif self.network.admits(source.host, node.host):
+                    if node.paused:
+                        node.inbox.append((DELIVER, b, c))
+                    else:
+                        self._receive(node, b, c)
+        elif kind == RETRANSMIT:
+            node, source = nodes[a], nodes[b]
+            message, attempt, incarnation, source_incarnation = c
+            # A restart on either side reset the connection: what it carried is gone.
+            if node.up and node.incarnation == incarnation and source.incarnation == source_incarnation:
+                if self.network.cut(source.host, node.host):
+                    self._retransmit(node, source, message, attempt, incarnation, source_incarnation)
+                elif self.network.admits(source.host, node.host):
+                    if node.paused:
+                        node.inbox.append((DELIVER, b, message))
+                    else:
+                        self._receive(node, b, message)
+        elif kind == TICK:
+            node = nodes[a]
+            if node.tick_at == b and node.incarnation == c and node.up and not node.paused:
+                node.tick_at = None
+                self._tick(node)
+        elif kind == REQUEST:
+            node = nodes[a]
+            if node.up and node.incarnation == b[0]:
+                if node.paused:
+                    node.inbox.append((REQUEST, b[1], c))
+                else:
+                    self._request(node, b[1], c)
+        elif kind == REPLY:
+            a(b, c)
+        elif kind == STORE_REQUEST:
+            self._store_request(nodes[a], b[0], b[1], c)
+        else:
+            a(b)
 
     def run_for(self, seconds: float) -> None:
         self.run(self.now + to_ns(seconds))
@@ -595,3 +623,160 @@ class World:
 
     def journal_lines(self, node_id: str) -> list[str]:
         return self.nodes[node_id].journal
+
+
+# -- the sim platform's view of the cluster ----------------------------------------------------------------
+
+
+class SimConnection:
+    """``cluster.client.Connection`` over the world's client links: what a TCP connection to one node gives
+    the client, in virtual time. A node that is down refuses (:class:`~cluster.client.NeverSent`: the
+    client fails over); one that dies with the request outstanding loses it (:class:`~cluster.client.Lost`);
+    no reply by the deadline is ``TimeoutError``."""
+
+    def __init__(self, world: World, node: str, refs: Iterator[int]) -> None:
+        self.world = world
+        self.node = node
+        self.refs = refs
+
+    async def call(self, request: dict[str, Any], timeout: float,
+                   connect_timeout: float | None = None) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+        def on_reply(ref: Hashable, reply: dict[str, Any]) -> None:
+            if not future.done():
+                future.set_result(reply)
+
+        self.world.client_send(self.node, next(self.refs), request, on_reply)
+        timer = loop.call_at(loop.time() + timeout, _expire, future)
+        try:
+            reply = await future
+        finally:
+            timer.cancel()
+        if reply.get("transport") is True:
+            if reply["error"] == REFUSED["error"]:
+                raise NeverSent(CONNECTION_REFUSED, f"{self.node}: {reply['message']}")
+            raise Lost(f"{self.node}: {reply['message']}")
+        return reply
+
+    async def close(self) -> None:
+        return None
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
+class SimClocks:
+    """``nemesis.driver.Clocks`` over the world's clocks; values shaped like ``nemesis.shell``'s."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def bump(self, deltas: Mapping[str, float]) -> Outcome:
+        world = self.world
+        offsets = {node: world.bump_clock(node, delta) for node, delta in sorted(deltas.items()) if node in world.nodes}
+        return Outcome({"offsets": offsets, "probes": dict(offsets)})
+
+    def strobe(self, targets: Sequence[str], delta: float, period: float, duration: float) -> Outcome:
+        world = self.world
+        bases = {node: world.nodes[node].clock.offset for node in targets}
+        for node in targets:
+            world.strobe_clock(node, delta, period, duration)
+        return Outcome({"nodes": list(targets), "base": bases, "delta": delta, "period": period,
+                        "duration": duration})
+
+    def reset(self, targets: Sequence[str]) -> Outcome:
+        for node in targets:
+            self.world.reset_clock(node)
+        return Outcome({"nodes": list(targets), "probes": {node: 0.0 for node in targets}})
+
+
+class SimProcesses(ProcessActions):
+    """``nemesis.driver.Processes`` over the world's processes (kill, start, pause, resume)."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+
+    def act(self, action: str, targets: Sequence[str]) -> Outcome:
+        return self._each(targets, getattr(self.world, action))
+
+    @staticmethod
+    def _each(targets: Sequence[str], action: Callable[[str], bool]) -> Outcome:
+        done = [node for node in targets if action(node)]
+        untouched = [node for node in targets if node not in done]
+        value: dict[str, Any] = {"nodes": done}
+        if untouched:
+            # Not an error: killing a node that is down, starting one that runs, resuming one that is not
+            # paused leave it as the fault wants it.
+            value["unchanged"] = untouched
+        return Outcome(value)
+
+
+class SimulatedCluster:
+    """The cluster as the sim platform drives it (``harness.sim.system.SimulatedSystem``): the world, its
+    fault protocols, clients and status over simulated connections, and its journals."""
+
+    def __init__(self, config: WorldConfig, seed: int) -> None:
+        self.config = config
+        self.world = World(config, seed)
+        self.nodes = config.node_ids
+        self.fault_targets = config.fault_targets
+        self.net = SimNet(self.world.network, self.fault_targets)
+        self.clocks = SimClocks(self.world)
+        self.processes = SimProcesses(self.world)
+        self.wall_epoch = WALL_EPOCH
+        self._refs = itertools.count(1)
+
+    def start(self) -> None:
+        """Start every process at true time 0."""
+        for process in self.world.process_ids:
+            self.world.start(process)
+
+    def _client(self, nodes: Sequence[str], timeout: float) -> Client:
+        return Client({node: (node, PORT) for node in nodes}, timeout=timeout,
+                      connect=lambda node, host, port: SimConnection(self.world, node, self._refs))
+
+    async def open_client(self, process: int, timeout: float) -> ClusterWorkloadClient:
+        """The workload client of one logical process, exactly as on containers (``ClusterDB.open_client``)."""
+        return ClusterWorkloadClient(self._client(self.nodes, timeout), timeout=timeout)
+
+    async def status(self, node: str, timeout: float) -> dict[str, Any]:
+        """``ClusterDB.status``, over a simulated connection."""
+        client = self._client((node,), timeout)
+        return status_of(await client.status(node, timeout=timeout))
+
+    def files(self) -> dict[str, str]:
+        """Each process's journal, where a container run collects it: data nodes and the controller under
+        ``nodes/``, the store's members under ``external-store/`` (their terms are another group's)."""
+        found = {}
+        for process in self.world.process_ids:
+            where = EXTERNAL_STORE if self.world.nodes[process].kind == STORE else NODES_DIR
+            lines = self.world.journal_lines(process)
+            found[f"{where}/{process}/journal.jsonl"] = "".join(line + "\n" for line in lines)
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        """The simulated world's settings, for ``test.json``'s ``sim``."""
+        config = self.config
+        return {"network": asdict(config.network), "max_drift": config.max_drift,
+                "max_initial_offset": config.max_initial_offset, "fsync": config.fsync,
+                "wall_epoch": WALL_EPOCH}
+
+    def stats(self) -> dict[str, Any]:
+        """What the world did, for ``results.json``'s ``sim``."""
+        world = self.world
+        return {
+            "world_seconds": round(world.now / NS, 6),
+            "events": world.events,
+            "core_calls": world.core_calls,
+            "messages": world.network.sent,
+            "dropped": world.network.dropped,
+            "duplicated": world.network.duplicated,
+            "retransmitted": world.network.retransmitted,
+            "restarts": sum(max(0, n.starts - 1) for n in world.nodes.values()),
+            "records_lost": sum(n.disk.lost for n in world.nodes.values()),
+            "stale_ticks": world.stale_ticks,
+        }

@@ -19,11 +19,27 @@ from pathlib import Path
 
 import pytest
 
+from adapters.cluster.matrix import clean_run, detect, election_stability, spec_for_bug, suite_sized_detection
 from cluster.core.bugs import KNOWN_BUGS
+from cluster.core.election import ELECTIONS
 from harness.sim.explore import explore
-from harness.sim.matrix import clean_run, detect, election_stability, spec_for_bug, suite_sized_detection
-from harness.sim.run import SimSpec, replay_stored, sim_modes, simulate
+from harness.sim.run import replay_stored, simulate
 from harness.sim.shrink import shrink
+from harness.spec import TestSpec
+
+SIX = ("partition", "kill", "pause", "clock", "loss", "latency")
+
+
+def base(seed: int = 0, **fields: object) -> TestSpec:
+    """The matrix's base spec: the simulator's exploring defaults (every single-fault package, 2 operations
+    per second per process: docs/simulation.md)."""
+    fields.setdefault("nemesis", SIX)
+    fields.setdefault("rate", 2.0)
+    return TestSpec(seed=seed, db="cluster", platform="sim", **fields)  # type: ignore[arg-type]
+
+
+def bugged(seed: int, bug: str, **fields: object) -> TestSpec:
+    return base(seed, db_options={"bug": [bug]}, **fields)
 
 CI_SEEDS = 20
 """Seeds a CI round may explore per bug and mode (round 0 finds most within 1 to 5, stale-vote within 14, today)."""
@@ -39,56 +55,57 @@ SLOW -= NOT_FOUND
 
 @pytest.mark.parametrize("bug, mode", [p for p in PAIRS if p not in SLOW and p not in NOT_FOUND], ids=lambda v: v)
 def test_each_known_bug_is_found_by_its_checker(bug: str, mode: str, tmp_path: Path) -> None:
-    found = detect(SimSpec(seed=0, store=str(tmp_path)), bug, mode, 0, CI_SEEDS, jobs=1)
+    found = detect(base(store=str(tmp_path)), bug, mode, 0, CI_SEEDS, jobs=1)
     assert found.found, f"{bug} ({mode}) not found by {found.checker} in {found.seeds} seeds"
-    stored = list(tmp_path.glob("sim-*/*/results.json"))
+    stored = list(tmp_path.glob("cluster-*/*/results.json"))
     assert stored, "the failing run is stored"
     assert json.loads(stored[0].read_text())["checkers"][found.checker]["valid"] is False
 
 
 def test_a_bug_runs_under_its_setup_and_a_mode_setup_replaces_the_bug_setup() -> None:
-    base = SimSpec(seed=0, nemesis_interval=10.0)
-    aeron = spec_for_bug(base, "vote-twice", "aeron")
-    assert aeron.nemesis == ("partition", "kill") and aeron.nemesis_interval == 3.0 and aeron.bugs == ("vote-twice",)
-    assert spec_for_bug(base, "vote-twice", "raft").nemesis == base.nemesis  # only aeron has a setup
-    wallclock = spec_for_bug(base, "lease-read-wallclock", "fluvio")
-    assert wallclock.nemesis == ("partition", "clock") and wallclock.core["leader_quorum_timeout"] == 0
-    assert spec_for_bug(base, "no-dedup", "lease").workload == "queue"
+    spec = base(nemesis_interval=10.0)
+    aeron = spec_for_bug(spec, "vote-twice", "aeron")
+    assert aeron.nemesis == ("partition", "kill") and aeron.nemesis_interval == 3.0
+    assert aeron.db_options["bug"] == ["vote-twice"] and aeron.db_options["mode"] == "aeron"
+    assert spec_for_bug(spec, "vote-twice", "raft").nemesis == spec.nemesis  # only aeron has a setup
+    wallclock = spec_for_bug(spec, "lease-read-wallclock", "fluvio")
+    assert wallclock.nemesis == ("partition", "clock") and wallclock.db_options["core"]["leader_quorum_timeout"] == 0
+    assert spec_for_bug(spec, "no-dedup", "lease").workload == "queue"
 
 
 def test_suite_sized_runs_find_a_bug_under_one_nemesis(tmp_path: Path) -> None:
-    (seeds,) = suite_sized_detection(SimSpec(seed=0, store=str(tmp_path)), "lsn-reuse", "raft", "kill", 1, 3, jobs=1)
+    (seeds,) = suite_sized_detection(base(store=str(tmp_path)), "lsn-reuse", "raft", "kill", 1, 3, jobs=1)
     assert seeds is not None and 1 <= seeds <= 3
-    run = json.loads(next(tmp_path.glob("sim-*/*/test.json")).read_text())
+    run = json.loads(next(tmp_path.glob("cluster-*/*/test.json")).read_text())
     assert run["spec"]["time_limit"] == 20.0 and run["spec"]["nemesis"] == ["kill"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bug, mode", sorted(SLOW), ids=lambda v: v)
 def test_the_bugs_that_need_many_seeds_are_found(bug: str, mode: str, tmp_path: Path) -> None:
-    found = detect(SimSpec(seed=0, store=str(tmp_path)), bug, mode, 0, 400, jobs=2)
+    found = detect(base(store=str(tmp_path)), bug, mode, 0, 400, jobs=2)
     assert found.found, f"{bug} ({mode}) not found by {found.checker} in {found.seeds} seeds"
 
 
-@pytest.mark.parametrize("mode", list(sim_modes()))
+@pytest.mark.parametrize("mode", list(ELECTIONS))
 def test_the_bug_free_build_passes_every_checker(mode: str, tmp_path: Path) -> None:
-    run = clean_run(SimSpec(seed=0, time_limit=30.0, store=str(tmp_path)), mode, 5, jobs=1)
+    run = clean_run(base(time_limit=30.0, store=str(tmp_path)), mode, 5, jobs=1)
     assert run.seeds == 5 and not run.invalid and not run.unknown, run
 
 
 def test_exploration_stops_at_the_first_failure_and_reports_exit_codes(tmp_path: Path) -> None:
-    spec = SimSpec(seed=0, time_limit=20.0, bugs=("ack-before-commit",), store=str(tmp_path))
+    spec = bugged(0, "ack-before-commit", time_limit=20.0, store=str(tmp_path))
     found = explore(spec, range(1, 6), jobs=1)
     assert found.exit_code == 1 and found.invalid and found.outcomes[-1].valid is False
     assert len(found.outcomes) < 5 or found.outcomes[-1].seed == 5
     assert found.invalid[0].run_dir is not None and Path(found.invalid[0].run_dir, "history.jsonl").exists()
-    clean = explore(SimSpec(seed=0, time_limit=10.0, store=str(tmp_path)), [1, 2], jobs=1, keep_going=True)
+    clean = explore(base(time_limit=10.0, store=str(tmp_path)), [1, 2], jobs=1, keep_going=True)
     assert clean.exit_code == 0 and len(clean.outcomes) == 2
     assert not list(Path(tmp_path).glob(".sim-scratch/*")), "scratch runs are cleaned up"
 
 
 def test_ack_before_commit_shrinks_to_a_small_counterexample_that_replays(tmp_path: Path) -> None:
-    spec = SimSpec(seed=1, time_limit=20.0, bugs=("ack-before-commit",), store=str(tmp_path))
+    spec = bugged(1, "ack-before-commit", time_limit=20.0, store=str(tmp_path))
     failing = simulate(spec, tmp_path / "original")
     assert "durability" in failing.failed_checkers
     outcome = shrink(failing, jobs=1, max_trials=120)

@@ -1,4 +1,5 @@
-"""The simulator's faults reach the processes the container runs' faults reach (issue 7).
+"""The simulator's faults reach the processes the container runs' faults reach (issue 7), through the one
+fault driver (``nemesis.driver.FaultDriver``) over the simulated cluster's network, clocks and processes.
 
 * the seed's schedule is ``harness run``'s for the same options, drawn from the same fault targets
   (``harness.db.fault_targets``): in ``fluvio`` mode the controller ``sc`` is one of them;
@@ -17,25 +18,40 @@ from pathlib import Path
 import pytest
 
 from adapters.cluster.db import ClusterDB
-from harness.compose import compose as compose_run
-from harness.interpreter import ClusterView
-from harness.sim.platform import SimNemesis
-from harness.sim.run import SIM_NEMESES, SimSpec, compose, seed_schedule, simulate
-from harness.sim.world import World, WorldConfig
+from adapters.cluster.sim import SimulatedCluster, World, WorldConfig
+from harness.compose import compose
+from harness.sim.run import simulate
 from harness.spec import TestSpec
 from nemesis import grudge as grudges
+from nemesis.driver import FaultDriver
 from nemesis.faults import ClockBump, ClockReset, Heal, Kill, Partition, Pause, Resume, Start
 
+SIX = ("partition", "kill", "pause", "clock", "loss", "latency")
 
-def _world(mode: str, nodes: int = 3, seed: int = 5) -> tuple[World, SimNemesis]:
-    """A started world with a leader, and a nemesis over it (its pollers' view stays empty)."""
-    world = World(WorldConfig(nodes=nodes, mode=mode), seed=seed)
-    for process in world.process_ids:
-        world.start(process)
+
+class Nemesis:
+    """The one fault driver over a simulated cluster, applying faults with no leader known."""
+
+    def __init__(self, driver: FaultDriver) -> None:
+        self.driver = driver
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.driver, name)
+
+    def apply(self, fault: object) -> object:
+        return self.driver.apply(fault, None)
+
+
+def _world(mode: str, nodes: int = 3, seed: int = 5) -> tuple[World, Nemesis]:
+    """A started world with a leader, and the fault driver over it."""
+    system = SimulatedCluster(WorldConfig(nodes=nodes, mode=mode), seed)
+    system.start()
+    world = system.world
     world.run_for(5.0)
     assert world.leader() is not None
-    view = ClusterView(world.ids, lambda: world.seconds, stale_after=3.0)
-    return world, SimNemesis(world, view, random.Random(seed))
+    driver = FaultDriver(system.fault_targets, net=system.net, clocks=system.clocks, processes=system.processes,
+                         rng=random.Random(seed))
+    return world, Nemesis(driver)
 
 
 def _leaders(world: World, seconds: float) -> list[str | None]:
@@ -61,12 +77,13 @@ def _strings(value: object) -> set[str]:
 @pytest.mark.parametrize("mode", ["blazingmq", "fluvio", "lease"])
 def test_the_seed_schedule_is_the_container_runs_schedule(mode: str) -> None:
     for seed in (1, 7, 12):
-        container = compose_run(TestSpec(seed=seed, db="cluster", db_options={"mode": mode}, nodes=3,
-                                         nemesis=SIM_NEMESES))
-        sim = compose(SimSpec(seed=seed, mode=mode, nodes=3))
-        assert sim.world_config.fault_targets == ClusterDB(mode).fault_targets(("n1", "n2", "n3"))
-        assert seed_schedule(sim) == container.schedule(), (mode, seed)
-    named = {name for entry in seed_schedule(sim) for name in _strings(entry.to_json())}
+        container = compose(TestSpec(seed=seed, db="cluster", db_options={"mode": mode}, nodes=3, nemesis=SIX))
+        sim = compose(TestSpec(seed=seed, db="cluster", db_options={"mode": mode}, nodes=3, nemesis=SIX,
+                               platform="sim"))
+        system = sim.db.simulate(sim.node_names, seed)
+        assert system.fault_targets == ClusterDB(mode).fault_targets(("n1", "n2", "n3")) == sim.fault_targets()
+        assert sim.schedule() == container.schedule(), (mode, seed)
+    named = {name for entry in sim.schedule() for name in _strings(entry.to_json())}
     assert ("sc" in named) == (mode == "fluvio")
     assert not {"s1", "s2", "s3"} & named
 
@@ -123,7 +140,7 @@ def test_the_controller_clock_is_skewed_and_reset() -> None:
     assert outcome.value["offsets"] == {"sc": round(before - 30.0, 6)}
     assert nemesis.recovery_faults() == [ClockReset("all")]
     nemesis.apply(ClockReset("all"))
-    assert world.nodes["sc"].clock.offset == 0.0 and not nemesis.clock
+    assert world.nodes["sc"].clock.offset == 0.0 and nemesis.clock is None
 
 
 def test_lease_store_members_are_no_targets_but_move_with_their_host() -> None:
@@ -140,7 +157,8 @@ def test_lease_store_members_are_no_targets_but_move_with_their_host() -> None:
 
 
 def test_a_fluvio_run_whose_faults_hit_the_controller_replays_byte_for_byte(tmp_path: Path) -> None:
-    spec = SimSpec(seed=12, mode="fluvio", nodes=3, time_limit=20.0, nemesis_interval=4.0)
+    spec = TestSpec(seed=12, db="cluster", db_options={"mode": "fluvio"}, nodes=3, time_limit=20.0,
+                    nemesis_interval=4.0, nemesis=SIX, platform="sim")
     first = simulate(spec, tmp_path / "a", checkers=())
     second = simulate(spec, tmp_path / "b", checkers=())
     assert first.digest == second.digest
