@@ -1,14 +1,17 @@
 """``harness report`` and ``harness serve``: the command-line faces of the reports.
 
     harness report [PATH...] [--store DIR] [--index-only] [--max-bars N]
-    harness serve [--store DIR] [--port N]
+    harness serve [--store DIR] [--port N] [--bind ADDR]
 
 ``harness report`` rebuilds pages from stored data only (``test.json``, ``history.jsonl``, the journals,
 ``results.json``; it runs no checker): each named run's ``report.html``, every run of a named suite and
 its ``suite.html``, or, with no PATH, every run and suite of the store; then the store's ``index.html``.
-``harness serve`` refreshes the index and serves the store on http://127.0.0.1:PORT/.
+``harness serve`` refreshes the index and serves the store on http://127.0.0.1:PORT/ (what it serves and
+refuses: :mod:`harness.report.serve`); ``--bind ADDR`` serves on another address, which exposes the store
+to everyone who can reach that address.
 
-Exit codes: 0 done; 254 bad arguments (no such path, nothing stored there, a port in use); 255 when a
+Exit codes: 0 done; 254 bad arguments (no such path, nothing stored there, a port in use, an address
+that is not this machine's); 255 when a
 page could not be rendered (the others are still written, and the error is printed).
 
 ``harness/cli.py`` registers these with :func:`add_report_parser` and :func:`add_serve_parser`; each
@@ -19,6 +22,7 @@ for ``harness analyze``. ``python -m harness.report`` offers the two commands on
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import traceback
 from collections.abc import Sequence
@@ -35,7 +39,7 @@ from harness.report.index import (
     write_suite_page,
 )
 from harness.report.render import write_report
-from harness.report.serve import DEFAULT_PORT, serve
+from harness.report.serve import DEFAULT_PORT, HOST, serve
 from harness.report.timeline import MAX_BARS
 from harness.store import LATEST, TEST_JSON
 from harness.subcommand import (
@@ -75,14 +79,31 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         "serve",
         help="serve the store's reports over HTTP on 127.0.0.1 for browsing",
         description="Refresh the store's index.html and serve the store (index, reports, run files) over "
-        "HTTP on 127.0.0.1 only, until Ctrl-C.",
+        "HTTP, on 127.0.0.1 (this machine only) unless --bind says otherwise, until Ctrl-C. Only files "
+        "inside the store are served (a symbolic link that leads out of it is refused), there are no "
+        "directory listings (the index links every run), and on 127.0.0.1 a request naming another host "
+        "is refused.",
     )
     parser.add_argument("--store", default="store", metavar="DIR", help="store directory (default ./store)")
     parser.add_argument("--port", type=port, default=DEFAULT_PORT,
-                        help=f"TCP port on 127.0.0.1 (default {DEFAULT_PORT}; 0: any free port)")
+                        help=f"TCP port (default {DEFAULT_PORT}; 0: any free port)")
+    parser.add_argument("--bind", type=address, default=HOST, metavar="ADDR",
+                        help=f"IP address to listen on (default {HOST}: this machine only). Any other address, "
+                        "e.g. 0.0.0.0, EXPOSES THE WHOLE STORE to everyone who can reach it: no password, "
+                        "no encryption")
     parser.add_argument("--quiet", action="store_true", help="do not log requests")
     parser.set_defaults(handler=cmd_serve)
     return parser
+
+
+def address(text: str) -> str:
+    """``--bind``: an IPv4 or IPv6 address."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an IP address (e.g. 127.0.0.1: this machine only; 0.0.0.0: every interface)"
+        ) from None
 
 
 def _store_of(path: Path) -> Path:
@@ -193,10 +214,11 @@ def cmd_serve(args: argparse.Namespace, console: Console, err: Console) -> int:
     write_index(store)
     log = None if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))
     try:
-        serve(store, args.port, announce=lambda line: console.print(line, markup=False, highlight=False), log=log)
+        serve(store, args.port, announce=lambda line: console.print(line, markup=False, highlight=False), log=log,
+              bind=args.bind)
     except OSError as exc:
-        err.print(f"harness serve: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}; "
-                  "pick another --port", markup=False)
+        err.print(f"harness serve: cannot listen on {args.bind} port {args.port}: {exc.strerror or exc}; "
+                  "pick another --port (or --bind an address of this machine)", markup=False)
         return EXIT_BAD_CONFIG
     return 0
 

@@ -27,6 +27,7 @@ from markupsafe import Markup
 from harness.report.clocks import Alignment
 from harness.report.data import ClientOp
 from harness.report.faults import FaultView
+from harness.report.links import recorded_href
 from harness.report.svg import NS, Scale, Svg, short
 
 WIDTH = 1240
@@ -78,7 +79,7 @@ def _t(ns: Any) -> str:
 def _line(file: str, line: Any) -> Cell:
     if not isinstance(line, int):
         return Cell("—")
-    return Cell(f"{file}:{line}", href=file, cls="mono", title=f"line {line} of {file}")
+    return Cell(f"{file}:{line}", href=recorded_href(file), cls="mono", title=f"line {line} of {file}")
 
 
 def _lsn(value: Any) -> str:

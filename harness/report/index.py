@@ -5,7 +5,9 @@ The index reads only small files: each run's ``test.json`` and ``results.json``,
 ``suite.json`` and ``summary.json``, and the analysis's cross-run ``store/summary.json`` when it exists
 (:mod:`harness.analysis.summary`). A run that was never analysed is listed as "not analysed"; a file that
 cannot be read is listed with the reason, and never stops the index from being written. Links are
-relative, so the store can be moved, served (``harness serve``) or opened from disk.
+relative, so the store can be moved, served (``harness serve``) or opened from disk, and every one built
+from a directory name or a recorded path is path-encoded by :mod:`harness.report.links` (a directory
+named ``javascript:...`` is a harmless relative link).
 
 Filtering is a few lines of inline JavaScript over the rows already in the page (no network, no data
 outside the page): a search box over each row's text, and selects for the verdict and the kind of row.
@@ -21,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.report.links import recorded_href
 from harness.report.render import REPORT, environment, verdict_class, verdict_word
 from harness.store import DATASET_DIR, LATEST, RESULTS, SUITE_JSON, SUITES_DIR, TEST_JSON, TIMESTAMP_FORMAT
 
@@ -35,7 +38,7 @@ JUNIT = "junit.xml"
 class RunRow:
     """One run in the index."""
 
-    href: str  # the run directory, relative to the store
+    href: str | None  # the run directory relative to the store, path-encoded (None: not below the store)
     started: str
     sort_key: str
     test: str
@@ -59,7 +62,7 @@ class RunRow:
 class SuiteRow:
     """One suite run in the index."""
 
-    href: str  # the suite directory, relative to the store
+    href: str | None  # the suite directory relative to the store, path-encoded (None: not below the store)
     started: str
     sort_key: str
     name: str
@@ -97,6 +100,11 @@ def _started(name: str) -> tuple[str, str]:
     except ValueError:
         return name, "0" + name
     return moment.strftime("%Y-%m-%d %H:%M:%S"), moment.strftime(TIMESTAMP_FORMAT) + name[15:]
+
+
+def _link_below(store: Path, directory: Path) -> str | None:
+    """The encoded relative link from the store to one of its directories (None if it is not below it)."""
+    return recorded_href(os.path.relpath(directory, store).replace(os.sep, "/"))
 
 
 def _joined(value: Any) -> str:
@@ -155,7 +163,7 @@ def run_row(store: Path, run_dir: Path, suite: str | None = None) -> RunRow:
     ops = (results or {}).get("ops")
     duration = (results or {}).get("duration_s")
     return RunRow(
-        href=os.path.relpath(run_dir, store).replace(os.sep, "/"),
+        href=_link_below(store, run_dir),
         started=shown,
         sort_key=key,
         test=str(test.get("test") or run_dir.parent.name),
@@ -188,7 +196,7 @@ def suite_row(store: Path, suite_json: Path) -> SuiteRow:
     valid: Any = {0: True, 1: False, 2: "unknown"}.get(code) if isinstance(code, int) else None
     shown, key = _started(str(data.get("started") or directory.name))
     return SuiteRow(
-        href=os.path.relpath(directory, store).replace(os.sep, "/"),
+        href=_link_below(store, directory),
         started=shown,
         sort_key=key,
         name=str(data.get("name") or directory.parent.name),
@@ -262,17 +270,17 @@ def write_suite_page(suite_dir: str | os.PathLike[str]) -> Path:
         raise FileNotFoundError(problem or f"{directory} has no {SUITE_JSON}: it is not a suite directory")
     summary, _ = _read(directory / SUITE_SUMMARY)
     summary = summary if isinstance(summary, Mapping) else {}
-    store = directory.parent.parent.parent
+    store = directory.parent.parent.parent  # suites/<name>/<stamp>/: the store is three levels up
     rows = []
     for entry in data.get("runs") or []:
         if not isinstance(entry, Mapping):
             continue
         path = entry.get("path")
+        run_link = recorded_href(path)  # None unless a plain relative path below the store
         href = None
-        if isinstance(path, str):
-            run_dir = store / path
-            target = run_dir / REPORT if (run_dir / REPORT).is_file() else run_dir / RESULTS
-            href = os.path.relpath(target, directory).replace(os.sep, "/")
+        if run_link is not None:
+            page = next((name for name in (REPORT, RESULTS) if (store / path / name).is_file()), None)
+            href = f"../../../{run_link}/{page}" if page else None
         rows.append({**entry, "href": href})
     code = summary.get("exit_code")
     page = SuitePage(

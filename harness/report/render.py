@@ -9,11 +9,16 @@ applied; the faults it could not apply here; the other checkers; links to the hi
 logs.
 
 Autoescaping is on for every template: keys, values and errors come from the system under test and are
-shown as text, never as markup. The figures are escaped where they are built (:mod:`harness.report.svg`).
+shown as text, never as markup. The figures are escaped where they are built (:mod:`harness.report.svg`);
+links built from names (node directories, files, checkers) are path-encoded by :mod:`harness.report.links`.
+Every page also carries :data:`PAGE_POLICY` as its content security policy: should anything slip past
+the escaping, the browser would still run no script but the index's own and fetch nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -23,18 +28,34 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 from harness.report.clocks import OffsetChange, align, clock_offsets
 from harness.report.counterexamples import CheckerView, anomaly_time, checker_view
 from harness.report.data import RunData, load_run
 from harness.report.faults import Unapplied, fault_view
+from harness.report.links import file_href, fragment
 from harness.report.svg import NS, short
 from harness.report.timeline import MAX_BARS, Timeline, build_timeline
+from harness.store import NODES
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 REPORT = "report.html"
 VERDICT_WORDS = {True: "valid", False: "invalid", "unknown": "unknown", None: "not analysed"}
 VERDICT_CLASSES = {True: "valid", False: "invalid", "unknown": "unknown", None: "none"}
+
+# The index's filter script (templates/index.js), the only script any page runs. The policy allows it by
+# its hash, so neither a <script> that slipped into a page nor a javascript: link could run, and forbids
+# every fetch: the pages are self-contained. Inline styles (the stylesheet, SVG attributes) are allowed.
+INDEX_SCRIPT = (TEMPLATES / "index.js").read_text(encoding="utf-8")
+PAGE_POLICY = "; ".join((
+    "default-src 'none'",
+    "style-src 'unsafe-inline'",
+    "img-src data:",
+    "script-src 'sha256-" + base64.b64encode(hashlib.sha256(INDEX_SCRIPT.encode("utf-8")).digest()).decode() + "'",
+    "base-uri 'none'",
+    "form-action 'none'",
+))
 
 
 def environment() -> Environment:
@@ -47,6 +68,9 @@ def environment() -> Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    env.globals["page_policy"] = PAGE_POLICY
+    env.globals["index_script"] = Markup(INDEX_SCRIPT)
+    env.filters["fragment"] = fragment
     env.filters["verdict_word"] = verdict_word
     env.filters["verdict_class"] = verdict_class
     env.filters["seconds"] = lambda ns: "—" if ns is None else f"{ns / NS:.3f} s"
@@ -116,7 +140,7 @@ class Report:
     offsets: list[OffsetRow]
     unapplied: list[Unapplied]
     fault_counts: list[tuple[str, int, int]]
-    files: list[tuple[str, str, str]]
+    files: list[tuple[str, str | None, str]]
     problems: list[str]
     run_error: str | None
     alignment: str
@@ -139,7 +163,9 @@ def _size(path: Path) -> str:
     return ""
 
 
-def _files(run: RunData) -> list[tuple[str, str, str]]:
+def _files(run: RunData) -> list[tuple[str, str | None, str]]:
+    """(label, link or None, what it is) of each file of the run; a node's file that a browser would run
+    as a page is not linked (:func:`harness.report.links.file_href`)."""
     described = {
         "history.jsonl": "every operation and fault, in order",
         "test.json": "the test's spec, seed and versions",
@@ -150,9 +176,9 @@ def _files(run: RunData) -> list[tuple[str, str, str]]:
     out = [(name, name, f"{described.get(name, '')} · {_size(run.path / name)}") for name in run.files]
     for node, names in run.node_files.items():
         for name in names:
-            href = f"nodes/{node}/{name}"
             what = "journal: roles, votes, appends, commits, applies" if name == "journal.jsonl" else "log"
-            out.append((f"{node}: {name}", href, f"{what} · {_size(run.path / href)}"))
+            size = _size(run.path / NODES / node / name)
+            out.append((f"{node}: {name}", file_href(NODES, node, name), f"{what} · {size}"))
     return out
 
 
@@ -328,4 +354,4 @@ def write_report(run_dir: str | os.PathLike[str], *, max_bars: int = MAX_BARS) -
     return target
 
 
-__all__ = ["REPORT", "Report", "build_report", "environment", "render_report", "write_report"]
+__all__ = ["PAGE_POLICY", "REPORT", "Report", "build_report", "environment", "render_report", "write_report"]

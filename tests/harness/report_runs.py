@@ -362,3 +362,61 @@ def judge_run(run: Path, checkers: tuple[str, ...] = CHECKERS) -> dict[str, Any]
     }
     (run / "results.json").write_text(json.dumps(results, indent=2, default=repr), encoding="utf-8")
     return results
+
+
+# Names and values that try to run a script in a page. Each carries its own number, so a dialog a test
+# catches names the hole it came through.
+HOSTILE_TEST = "javascript:alert(document.domain)%2F%2F"
+HOSTILE_RUN = 'javascript:alert(2)%2F%2F"><img src=x onerror=alert(3)>'
+HOSTILE_NODE = "javascript:alert(5)"
+HOSTILE_CHECKER = 'javascript:alert(14)"><script>alert(15)</script>'
+MISSING_RECORDED_FILE = "javascript:alert(16)"  # a file results.json names that does not exist: a dead link
+ACTIVE_NODE_FILES = {"evil.html": "<script>alert(7)</script>", "evil.svg":
+                     '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(19)"/>'}
+
+
+def write_hostile_store(store: Path) -> Path:
+    """A store whose directory names, node names, file names, checker names and recorded values try to
+    run a script in the index, the suite page or the report; return the hostile run's directory.
+
+    The run is a failing :func:`write_run` (every checker has a counterexample to draw) under a test
+    directory named ``javascript:alert(document.domain)%2F%2F``; a node directory, a node's log names, a
+    checker, paths recorded in ``results.json`` and ``suite.json`` (``..``, absolute, ``//host``,
+    ``javascript:``), the test's spec and a suite's name and counts are hostile too, a node wrote an
+    ``.html`` and an ``.svg`` file, and ``latest`` links to the run.
+    """
+    run = write_run(store, ops=150, seed=11, test=HOSTILE_TEST, stamp=HOSTILE_RUN,
+                    evil_value="<script>alert(4)</script>")
+    nodes = run / "nodes"
+    (nodes / HOSTILE_NODE).mkdir()
+    (nodes / HOSTILE_NODE / 'x" onmouseover="alert(6).log').write_text("a log\n", encoding="utf-8")
+    for name, text in ACTIVE_NODE_FILES.items():
+        (nodes / "n1" / name).write_text(text, encoding="utf-8")
+
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    checkers = results["checkers"]
+    checkers[HOSTILE_CHECKER] = checkers.pop("durability")
+    claims = checkers["single-leader-per-term"]["counterexample"]["claims"]
+    claims[0]["file"], claims[1]["file"] = MISSING_RECORDED_FILE, "../../../../etc/passwd"
+    (run / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    test = json.loads((run / "test.json").read_text(encoding="utf-8"))
+    test.update(test="<script>alert(17)</script>", mode="javascript:alert(18)",
+                command="harness run '\"><script>alert(20)</script>'")
+    (run / "test.json").write_text(json.dumps(test, indent=2), encoding="utf-8")
+
+    suite = store / "suites" / "javascript:alert(8)" / "javascript:alert(9)"
+    suite.mkdir(parents=True)
+    recorded = f"{HOSTILE_TEST}/{HOSTILE_RUN}"
+    (suite / "suite.json").write_text(json.dumps({
+        "name": "<script>alert(10)</script>", "description": "<img src=x onerror=alert(11)>",
+        "started": "javascript:alert(21)",
+        "runs": [{"name": "<b>hostile</b>", "path": recorded, "valid": False, "status": "failed",
+                  "failed_checkers": {HOSTILE_CHECKER: "<script>alert(22)</script>"}}]
+        + [{"name": f"escape {i}", "path": path} for i, path in enumerate(
+            ("../../../../etc/passwd", "/etc/passwd", "javascript:alert(12)", "//evil.example/x", ""))]}),
+        encoding="utf-8")
+    (suite / "summary.json").write_text(json.dumps({
+        "exit_code": 1, "counts": {"runs": 6, "<script>alert(13)</script>": 1}}), encoding="utf-8")
+    (suite / "junit.xml").write_text("<testsuites/>", encoding="utf-8")
+    (store / "latest").symlink_to(recorded)
+    return run
