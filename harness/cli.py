@@ -34,6 +34,7 @@ from harness.interpreter import RunStats
 from harness.report.cli import add_report_parser, add_serve_parser
 from harness.reproduce import reproduce
 from harness.run import RunResult, run
+from harness.scaffold import add_new_db_parser
 from harness.sim.cli import add_simulate_parser
 from harness.spec import LIMITS, PLATFORMS, ConfigError, TestSpec
 from harness.store import StoreError
@@ -120,6 +121,7 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     add_report_parser(commands)
     add_serve_parser(commands)
     add_simulate_parser(commands)
+    add_new_db_parser(commands)
     return parser
 
 
