@@ -140,34 +140,38 @@ def test_the_name_of_an_installed_db_is_refused(tmp_path, capsys) -> None:
 
 
 def test_the_written_plugin_loads_by_module_and_attribute_from_the_path_without_installing(tmp_path) -> None:
-    root, _ = write_skeleton("demo", tmp_path)
+    root, _ = write_skeleton("path-only", tmp_path)  # a name no installed package has
     env = {**os.environ, "PYTHONPATH": str(root)}
-    listed = subprocess.run([HARNESS, "dbs", "demo_chaos:plugin"], env=env, capture_output=True, text=True)
+    listed = subprocess.run([HARNESS, "dbs", "path_only_chaos:plugin"], env=env, capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.startswith("demo  demo (a skeleton from harness new-db")
+    assert listed.stdout.startswith("path-only  path-only (a skeleton from harness new-db")
     assert "--db-opt storage (str; default disk; one of disk, memory)" in listed.stdout
-    bad = subprocess.run([HARNESS, "run", "--db", "demo_chaos:plugin", "--db-opt", "storage=tape"],
+    bad = subprocess.run([HARNESS, "run", "--db", "path_only_chaos:plugin", "--db-opt", "storage=tape"],
                          env=env, capture_output=True, text=True)
     assert bad.returncode == 254
     assert bad.stderr.strip() == "harness run: option storage: unknown value 'tape'; valid: disk, memory"
-    unknown = subprocess.run([HARNESS, "dbs", "demo"], env=env, capture_output=True, text=True)
+    unknown = subprocess.run([HARNESS, "dbs", "path-only"], env=env, capture_output=True, text=True)
     assert unknown.returncode == 254  # not installed: no entry point, only the module on the path
-    assert "unknown db 'demo'" in unknown.stderr
+    assert "unknown db 'path-only'" in unknown.stderr
 
 
 def test_a_test_of_the_written_plugin_composes_with_its_capabilities_and_not_applicable_checkers(
     tmp_path, monkeypatch
 ) -> None:
-    root, _ = write_skeleton("demo", tmp_path)
+    root, _ = write_skeleton("composed", tmp_path)
     monkeypatch.syspath_prepend(str(root))
-    spec = TestSpec(seed=1, db="demo_chaos:plugin", nodes=3, nemesis=("partition", "kill", "pause", "clock"),
-                    db_options={"storage": "memory"})
-    comp = compose(spec)
-    assert comp.test_name == "demo-memory-register-partition+kill+pause+clock"
-    assert comp.options == {"port": 7300, "storage": "memory"}
-    assert capabilities(comp.db) == ["Clients", "Process", "Pause", "Status", "LogFiles", "ClockSkew"]
-    assert comp.db.faketime is comp.faketime is not None  # the clock nemesis: processes start under it
-    assert set(comp.not_applicable) == {"lsn-monotonicity"}
-    assert comp.command().startswith("harness run --db demo_chaos:plugin --db-opt storage=memory --nodes 3")
-    with pytest.raises(ConfigError, match="workloads register, not 'queue'"):
-        compose(TestSpec(seed=1, db="demo_chaos:plugin", workload="queue"))
+    try:
+        spec = TestSpec(seed=1, db="composed_chaos:plugin", nodes=3, nemesis=("partition", "kill", "pause", "clock"),
+                        db_options={"storage": "memory"})
+        comp = compose(spec)
+        assert comp.test_name == "composed-memory-register-partition+kill+pause+clock"
+        assert comp.options == {"port": 7300, "storage": "memory"}
+        assert capabilities(comp.db) == ["Clients", "Process", "Pause", "Status", "LogFiles", "ClockSkew"]
+        assert comp.db.faketime is comp.faketime is not None  # the clock nemesis: processes start under it
+        assert set(comp.not_applicable) == {"lsn-monotonicity"}
+        assert comp.command().startswith("harness run --db composed_chaos:plugin --db-opt storage=memory --nodes 3")
+        with pytest.raises(ConfigError, match="workloads register, not 'queue'"):
+            compose(TestSpec(seed=1, db="composed_chaos:plugin", workload="queue"))
+    finally:
+        for module in [m for m in sys.modules if m == "composed_chaos" or m.startswith("composed_chaos.")]:
+            del sys.modules[module]
