@@ -33,6 +33,7 @@ from harness.interpreter import RunStats
 from harness.report.cli import add_report_parser, add_serve_parser
 from harness.reproduce import reproduce
 from harness.run import RunResult, run
+from harness.scaffold import add_new_db_parser
 from harness.sim.cli import add_simulate_parser
 from harness.sim.run import simulatable_db
 from harness.spec import PLATFORMS, ConfigError, TestSpec
@@ -93,6 +94,7 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     add_report_parser(commands)
     add_serve_parser(commands)
     add_simulate_parser(commands, plugin)
+    add_new_db_parser(commands)
     return parser
 
 

@@ -26,8 +26,8 @@ def observed_not_applicable(history: History, journals: Mapping[str, Any] | None
     """What the run itself shows cannot be judged: terms, when every status observation said ``null``."""
     found: dict[str, str] = {}
     if not journals:
-        terms = [op.value.get("term") for op in history.ops
-                 if op.f == STATUS and op.type == "ok" and isinstance(op.value, Mapping)]
+        terms = [op.output.get("term") for op in history.ops
+                 if op.f == STATUS and op.type == "ok" and isinstance(op.output, Mapping)]
         if terms and all(term is None for term in terms):
             found[SINGLE_LEADER] = "the system reports no election terms (every status had term null)"
     return found
