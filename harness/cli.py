@@ -28,6 +28,7 @@ from rich.text import Text
 from checkers.registry import CHECKERS
 from checkers.verdict import exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
+from harness.clean import add_clean_parser
 from harness.compose import compose
 from harness.db.plugin import DBPlugin, PluginError, installed, load_plugin
 from harness.interpreter import RunStats
@@ -120,6 +121,7 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     add_report_parser(commands)
     add_serve_parser(commands)
     add_simulate_parser(commands)
+    add_clean_parser(commands)
     return parser
 
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
-import threading
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -30,8 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from checkers.verdict import Valid, exit_code
-from harness import store
+from checkers.verdict import UNKNOWN, Valid, exit_code
+from harness import lifecycle, store
 from harness.compose import Composition, compose
 from harness.db import (
     DB,
@@ -48,6 +47,7 @@ from harness.fault_driver import ClusterNemesis, heal_everything
 from harness.history import HistoryWriter
 from harness.interpreter import Interpreter, InterpreterConfig, RunStats
 from harness.judge import judge_run
+from harness.signals import Interrupts
 from harness.spec import ConfigError, TestSpec, rng_for
 from nemesis.generator import ScheduledFault
 from nemesis.shell import FakeTime, ShellNemesis, install_faketime
@@ -110,15 +110,23 @@ def run(
     6. Teardown, on every exit path, in this order: heal every network fault, resume every paused
        process (if the DB can pause), collect each host's journals and logs (where the adapter says:
        ``nodes/<node>/`` by default), stop and wipe the DB on every host,
-       remove the containers and the network. Ctrl-C during teardown is ignored (it would leave
-       containers behind).
+       remove the containers and the network. SIGTERM and SIGHUP stop a run as Ctrl-C does; once
+       teardown has begun, none of the three interrupts it (``harness.signals``). Then ``test.json``
+       gets the run's end (``harness.lifecycle``): completed, interrupted or crashed; an interrupted
+       run gets a first ``results.json`` saying so at once, before the checkers run.
     7. Judge (``harness.judge``): run the checkers that apply (each through ``check_safe``; those that
        cannot apply to this DB are reported as not applicable), and write ``results.json``. A run that crashed or was interrupted gets ``results.json`` with
        ``valid: "unknown"`` and the error, and keeps everything recorded up to the crash.
+
+    ``test.json`` names the controller (pid, host, start time) from step 2 on, and the containers and
+    network carry it as labels, so that ``harness clean`` can tell a SIGKILLed run's leftovers from a
+    live run's.
     """
     # 1. Compose.
     comp = compose(spec, db)
     engine = _preflight(comp, hosts_of(comp.db, comp.node_names))
+    if spec.platform == "docker":
+        _warn_about_leftovers(engine)
     stats = stats if stats is not None else RunStats()
     stats.phase = "deploying"
     started = time.monotonic()
@@ -131,6 +139,7 @@ def run(
     log_handler = _attach_log(run_dir)
     timings: dict[str, Any] = {"started": started_wall.isoformat(timespec="seconds")}
     test_doc = test_record(comp, timings, reproduces)
+    test_doc["controller"] = lifecycle.Controller.current().to_json()
     store.write_json(run_dir.test_json, test_doc)
     if schedule is None:
         schedule = comp.schedule()
@@ -141,13 +150,15 @@ def run(
     interrupted = False
     teardown_errors: list[str] = []
     history: HistoryWriter | None = None
+    interrupts = Interrupts()
     try:
-        with contextlib.ExitStack() as stack:
+        with interrupts, contextlib.ExitStack() as stack:
             stack.callback(_close_engine, engine)
             # 3. Bring up the platform. Its close is the last teardown step.
-            platform = _platform(spec, comp, engine)
+            platform = _platform(spec, comp, engine, run_dir)
             stack.callback(_teardown_step, teardown_errors, "remove containers and network (ssh: disconnect)",
                            platform.close)
+            stack.callback(interrupts.shield)  # from here, teardown runs to its end whatever arrives
             remotes = platform.start()
             timings["platform_s"] = round(time.monotonic() - started, 3)
             log.info("platform %s up with %d nodes in %.1f s", spec.platform, len(remotes), timings["platform_s"])
@@ -165,17 +176,9 @@ def run(
                                     "addresses": dict(deployment.client_hosts)}
             store.write_json(run_dir.test_json, test_doc)
             # Teardown steps run in the reverse order of registration.
-            stack.callback(_teardown_step, teardown_errors, "stop and wipe the DB",
-                           lambda: _on_nodes(deployment.hosts, lambda n: comp.db.teardown(deployment, n, remotes[n])))
-            stack.callback(_teardown_step, teardown_errors, "collect journals and logs",
-                           lambda: _collect(comp, deployment, remotes, run_dir))
-            if isinstance(comp.db, Pause):
-                stack.callback(_teardown_step, teardown_errors, "resume paused processes",
-                               lambda: _on_nodes(comp.fault_targets(),
-                                                 lambda n: _resume_quietly(comp, deployment, n, remotes[n])))
-            stack.callback(_teardown_step, teardown_errors, "heal the network",
-                           lambda: _heal_network(comp, deployment, remotes))
-            stack.callback(_ignore_interrupts_during_teardown)
+            for what, action in reversed(teardown_steps(comp, deployment, remotes, run_dir)):
+                stack.callback(_teardown_step, teardown_errors, what, action)
+            stack.callback(interrupts.shield)
 
             # 4. Install and start the DB.
             def deploy(node: str) -> None:
@@ -197,13 +200,13 @@ def run(
             timings["interpreted_s"] = round(time.monotonic() - started, 3)
     except KeyboardInterrupt:
         interrupted = True
-        error = "interrupted (Ctrl-C)"
-        log.warning("run interrupted; teardown done")
+        error = f"interrupted ({interrupts.cause()})"
+        log.warning("run %s; teardown done", error)
     except Exception as exc:  # noqa: BLE001 - a crash still leaves a stored, analysable run
         error = f"{type(exc).__name__}: {exc}"
         log.error("run crashed: %s\n%s", error, traceback.format_exc())
     finally:
-        _restore_interrupts()
+        interrupts.restore()
 
     # 7. Check.
     stats.phase = "checking"
@@ -211,7 +214,13 @@ def run(
     timings["finished_s"] = round(time.monotonic() - started, 3)
     test_doc["timings"] = {**test_doc["timings"], **timings}
     test_doc["stats"] = stats.to_json()
+    how = "completed" if error is None else "interrupted" if interrupted else "crashed"
+    test_doc["end"] = lifecycle.end_record(how, cause=interrupts.cause() if interrupted else error,
+                                           history=run_dir.history)
     store.write_json(run_dir.test_json, test_doc)
+    stop = lifecycle.stop_of(test_doc, run_dir.history)
+    if interrupted:  # said at once: a CI runner's SIGKILL may follow before the checkers end
+        store.write_json(run_dir.results, _interrupted_results(comp, error, stop, timings["finished_s"]))
     results = check_run(
         run_dir,
         comp,
@@ -219,6 +228,7 @@ def run(
         error=error,
         teardown_errors=teardown_errors,
         stats=stats,
+        stop=stop,
     )
     stats.phase = "done"
     logging.getLogger().removeHandler(log_handler)
@@ -320,8 +330,12 @@ def check_run(
     error: str | None = None,
     teardown_errors: Sequence[str] = (),
     stats: RunStats | None = None,
+    stop: lifecycle.Stop | None = None,
 ) -> dict[str, Any]:
-    """Judge the stored run with the composition's checkers (``harness.judge``) and publish its report."""
+    """Judge the stored run with the composition's checkers (``harness.judge``) and publish its report.
+
+    A run that ``stop`` says ended before its final phase is judged on what it observed; the checkers
+    that need a final phase say that the run stopped (``harness.lifecycle.blame_the_stop``)."""
     from harness.report.publish import publish
 
     results = judge_run(
@@ -337,6 +351,7 @@ def check_run(
         teardown_errors=teardown_errors,
         stats=None if stats is None else stats.to_json(),
         analysed_by="harness run (checkers called directly)",
+        stop=stop,
     )
     publish(run_dir.path)
     return results
@@ -383,14 +398,66 @@ def _close_engine(engine: Any) -> None:
         engine.close()
 
 
-def _platform(spec: TestSpec, comp: Composition, engine: Any) -> Any:
+def _platform(spec: TestSpec, comp: Composition, engine: Any, run_dir: store.RunDir) -> Any:
     if spec.platform == "docker":
         from harness.platforms.docker import DockerPlatform
         from harness.topology import topology
 
         extra = hosts_of(comp.db, comp.node_names)[len(comp.node_names):]
-        return DockerPlatform(topology(spec.nodes, image=comp.image, extra_hosts=extra), client=engine)
+        return DockerPlatform(topology(spec.nodes, image=comp.image, extra_hosts=extra), client=engine,
+                              labels=lifecycle.Controller.current().labels(run_dir.path))
     return engine  # ssh: the platform _preflight connected
+
+
+_warned_about_leftovers = False
+
+
+def _warn_about_leftovers(engine: Any) -> None:
+    """Once per process: say on stderr when runs whose controller died left containers behind."""
+    global _warned_about_leftovers
+    if _warned_about_leftovers:
+        return
+    _warned_about_leftovers = True
+    from harness.clean import leftover_warning
+
+    warning = leftover_warning(engine)
+    if warning:
+        log.warning("%s", warning)
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
+
+
+def _interrupted_results(
+    comp: Composition, error: str | None, stop: lifecycle.Stop | None, duration_s: float
+) -> dict[str, Any]:
+    """The ``results.json`` an interrupted run has before its checkers have run."""
+    return {
+        "valid": UNKNOWN,
+        "seed": comp.spec.seed,
+        "test": comp.test_name,
+        "duration_s": round(duration_s, 3),
+        "checkers": {},
+        "error": error,
+        "interrupted": None if stop is None else stop.to_json(),
+        "analysed_by": "nobody yet: the run was interrupted; its checkers run next",
+    }
+
+
+def teardown_steps(
+    comp: Composition, deployment: Deployment, remotes: Mapping[str, Any], run_dir: store.RunDir
+) -> list[tuple[str, Callable[[], Any]]]:
+    """Step 6 of :func:`run` before the platform closes, in order: heal every fault (network, clocks),
+    resume what is paused (if the DB can pause), collect journals and logs, stop and wipe the DB.
+    ``harness clean`` runs the same steps for a run whose controller was killed."""
+    steps: list[tuple[str, Callable[[], Any]]] = [("heal the network", lambda: _heal_network(comp, deployment, remotes))]
+    if isinstance(comp.db, Pause):
+        steps.append(("resume paused processes",
+                      lambda: _on_nodes(comp.fault_targets(), lambda n: _resume_quietly(comp, deployment, n, remotes[n]))))
+    steps += [
+        ("collect journals and logs", lambda: _collect(comp, deployment, remotes, run_dir)),
+        ("stop and wipe the DB",
+         lambda: _on_nodes(deployment.hosts, lambda n: comp.db.teardown(deployment, n, remotes[n]))),
+    ]
+    return steps
 
 
 def _on_nodes(nodes: Sequence[str], action: Callable[[str], Any]) -> dict[str, Any]:
@@ -458,28 +525,6 @@ def _collect(comp: Composition, deployment: Deployment, remotes: Mapping[str, An
                 log.warning("could not collect %s from %s: %s", remote_path, host, exc)
 
     _on_nodes(deployment.hosts, collect)
-
-
-_previous_sigint: Any = None
-
-
-def _ignore_interrupts_during_teardown() -> None:
-    """From here to the end of teardown a Ctrl-C only prints that teardown is under way."""
-    global _previous_sigint
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def announce(signum: int, frame: Any) -> None:
-        print("\nteardown in progress (healing, collecting logs, removing containers); please wait", flush=True)
-
-    _previous_sigint = signal.signal(signal.SIGINT, announce)
-
-
-def _restore_interrupts() -> None:
-    global _previous_sigint
-    if _previous_sigint is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _previous_sigint)
-        _previous_sigint = None
 
 
 def _attach_log(run_dir: store.RunDir) -> logging.Handler:
