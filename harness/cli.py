@@ -45,12 +45,14 @@ from harness.subcommand import (
     UsageError,
     count,
     fault_packages,
+    memory_size,
     print_checker_verdicts,
     rate,
     run_command,
     seconds,
     verdict_line,
 )
+from harness.topology import NODE_MEMORY, NODE_PIDS
 from nemesis.generator import nemesis_names
 from workloads.generator import workload_names
 
@@ -93,6 +95,10 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     run_cmd.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
     run_cmd.add_argument("--checkers", default=None, metavar="NAMES",
                          help=f"comma-separated subset of the workload's checkers ({', '.join(CHECKERS)})")
+    run_cmd.add_argument("--node-memory", type=memory_size, default=NODE_MEMORY, metavar="SIZE",
+                         help=f"docker: memory limit per node container, e.g. 512m, 2g (default {NODE_MEMORY})")
+    run_cmd.add_argument("--node-pids", type=count, default=NODE_PIDS, metavar="N",
+                         help=f"docker: process and thread limit per node container (default {NODE_PIDS})")
     run_cmd.add_argument("--name", default=None, help="test name in the store (default from the options)")
     run_cmd.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
     if plugin is not None:
@@ -172,6 +178,8 @@ def spec_from_args(args: argparse.Namespace, plugin: DBPlugin | None = None) -> 
         rate=args.rate,
         image=args.image,
         checkers=checkers,
+        node_memory=args.node_memory,
+        node_pids=args.node_pids,
     )
 
 

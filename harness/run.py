@@ -404,7 +404,9 @@ def _platform(spec: TestSpec, comp: Composition, engine: Any, run_dir: store.Run
         from harness.topology import topology
 
         extra = hosts_of(comp.db, comp.node_names)[len(comp.node_names):]
-        return DockerPlatform(topology(spec.nodes, image=comp.image, extra_hosts=extra), client=engine,
+        nodes = topology(spec.nodes, image=comp.image, extra_hosts=extra, memory=spec.node_memory,
+                         pids=spec.node_pids)
+        return DockerPlatform(nodes, client=engine,
                               labels=lifecycle.Controller.current().labels(run_dir.path))
     return engine  # ssh: the platform _preflight connected
 

@@ -107,6 +107,17 @@ def core_setting(text: str) -> tuple[str, Any]:  # the simulator's --core (until
     return key.strip(), value
 
 
+def memory_size(text: str) -> str:
+    """A memory size in Docker's notation (``512m``, ``2g``), at least a node's minimum."""
+    from harness.topology import memory_bytes
+
+    try:
+        memory_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip().lower()
+
+
 def fault_packages(text: str) -> tuple[str, ...]:
     """``--nemesis``: comma-separated fault packages; ``none`` (or nothing) means no faults."""
     return tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
