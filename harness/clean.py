@@ -223,7 +223,8 @@ def _teardown(run: DeadRun, engine: Any | None) -> list[str]:
             from harness.platforms.ssh import SSHPlatform, SSHPlatformError
 
             try:
-                connection = SSHPlatform.from_hosts_file(comp.spec.hosts or "", hosts)
+                hosts_file = platform.get("hosts_file") or comp.spec.hosts or ""
+                connection = SSHPlatform.from_hosts_file(hosts_file, hosts)
                 remotes = connection.start()
             except SSHPlatformError as exc:
                 return [f"{run.name}: cannot reach its SSH hosts ({exc}); on each node, as root: "

@@ -150,9 +150,9 @@ def run(
     interrupted = False
     teardown_errors: list[str] = []
     history: HistoryWriter | None = None
-    interrupts = Interrupts()
+    interrupts = Interrupts().install()
     try:
-        with interrupts, contextlib.ExitStack() as stack:
+        with contextlib.ExitStack() as stack:
             stack.callback(_close_engine, engine)
             # 3. Bring up the platform. Its close is the last teardown step.
             platform = _platform(spec, comp, engine, run_dir)
@@ -174,6 +174,8 @@ def run(
             )
             test_doc["platform"] = {"kind": spec.platform, "run_id": getattr(platform, "run_id", None),
                                     "addresses": dict(deployment.client_hosts)}
+            if spec.hosts:  # where harness clean finds the machines again, whatever its working directory
+                test_doc["platform"]["hosts_file"] = str(Path(spec.hosts).resolve())
             store.write_json(run_dir.test_json, test_doc)
             # Teardown steps run in the reverse order of registration.
             for what, action in reversed(teardown_steps(comp, deployment, remotes, run_dir)):
@@ -205,22 +207,26 @@ def run(
     except Exception as exc:  # noqa: BLE001 - a crash still leaves a stored, analysable run
         error = f"{type(exc).__name__}: {exc}"
         log.error("run crashed: %s\n%s", error, traceback.format_exc())
+    except BaseException:  # SystemExit and the like: put the handlers back on the way out
+        interrupts.restore()
+        raise
+
+    # 7. Check. The run's end is recorded while the teardown's shield is still up.
+    try:
+        stats.phase = "checking"
+        timings["first_op_s"] = None if stats.first_op_at is None else round(stats.first_op_at - started, 3)
+        timings["finished_s"] = round(time.monotonic() - started, 3)
+        test_doc["timings"] = {**test_doc["timings"], **timings}
+        test_doc["stats"] = stats.to_json()
+        how = "completed" if error is None else "interrupted" if interrupted else "crashed"
+        test_doc["end"] = lifecycle.end_record(how, cause=interrupts.cause() if interrupted else error,
+                                               history=run_dir.history)
+        store.write_json(run_dir.test_json, test_doc)
+        stop = lifecycle.stop_of(test_doc, run_dir.history)
+        if interrupted:  # said at once: a CI runner's SIGKILL may follow before the checkers end
+            store.write_json(run_dir.results, _interrupted_results(comp, error, stop, timings["finished_s"]))
     finally:
         interrupts.restore()
-
-    # 7. Check.
-    stats.phase = "checking"
-    timings["first_op_s"] = None if stats.first_op_at is None else round(stats.first_op_at - started, 3)
-    timings["finished_s"] = round(time.monotonic() - started, 3)
-    test_doc["timings"] = {**test_doc["timings"], **timings}
-    test_doc["stats"] = stats.to_json()
-    how = "completed" if error is None else "interrupted" if interrupted else "crashed"
-    test_doc["end"] = lifecycle.end_record(how, cause=interrupts.cause() if interrupted else error,
-                                           history=run_dir.history)
-    store.write_json(run_dir.test_json, test_doc)
-    stop = lifecycle.stop_of(test_doc, run_dir.history)
-    if interrupted:  # said at once: a CI runner's SIGKILL may follow before the checkers end
-        store.write_json(run_dir.results, _interrupted_results(comp, error, stop, timings["finished_s"]))
     results = check_run(
         run_dir,
         comp,

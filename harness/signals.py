@@ -50,7 +50,11 @@ class Interrupts:
         self._active = False
 
     def __enter__(self) -> Interrupts:
-        if threading.current_thread() is not threading.main_thread():
+        return self.install()
+
+    def install(self) -> Interrupts:
+        """Handle SIGTERM and SIGHUP as Ctrl-C from now until :meth:`restore`; returns itself."""
+        if threading.current_thread() is not threading.main_thread() or self._active:
             return self
         self._active = True
         for signum in FORWARDED:

@@ -339,8 +339,8 @@ def test_harness_clean_heals_collects_and_wipes_the_machines_of_a_sigkilled_ssh_
     run = subprocess.Popen(
         [HARNESS, "run", "--db", "cluster", "--nodes", "3", "--nemesis", "partition,pause",
          "--nemesis-interval", "1", "--time-limit", "60", "--concurrency", "3", "--seed", "14", "--platform", "ssh",
-         "--hosts", str(hosts), "--store", str(store), "--analysis", "direct", "--no-live"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+         "--hosts", hosts.name, "--store", str(store), "--analysis", "direct", "--no-live"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=hosts.parent,  # a relative hosts file
     )
     try:
         deadline = time.monotonic() + 120
@@ -355,8 +355,10 @@ def test_harness_clean_heals_collects_and_wipes_the_machines_of_a_sigkilled_ssh_
     left = {node: _what_is_left(remote) for node, remote in containers.remotes().items()}
     assert all("process" in things for things in left.values()), left  # killed mid-run: all still there
 
+    elsewhere = tmp_path / "elsewhere"  # harness clean finds the hosts file from any working directory
+    elsewhere.mkdir()
     cleaned = subprocess.run([HARNESS, "clean", "--store", str(store)],
-                             capture_output=True, text=True, timeout=300)
+                             capture_output=True, text=True, timeout=300, cwd=elsewhere)
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     assert f"cleaned {run_dir}" in cleaned.stdout and "journals and logs collected" in cleaned.stdout
     assert {node: _what_is_left(remote) for node, remote in containers.remotes().items()} == {
