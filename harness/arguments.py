@@ -106,7 +106,7 @@ def spec_from_args(
         rate=args.rate,
         checkers=checkers,
     )
-    for name in ("platform", "hosts", "image"):
+    for name in ("platform", "hosts", "image", "node_memory", "node_pids"):
         if hasattr(args, name):
             values[name] = getattr(args, name)
     values.update(fields)

@@ -27,6 +27,7 @@ from rich.text import Text
 from checkers.verdict import exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
 from harness.arguments import add_test_arguments, db_argument, spec_from_args
+from harness.clean import add_clean_parser
 from harness.compose import compose
 from harness.db.plugin import DBPlugin, PluginError, installed, load_plugin
 from harness.interpreter import RunStats
@@ -44,10 +45,12 @@ from harness.subcommand import (
     CommandParser,
     UsageError,
     count,
+    memory_size,
     print_checker_verdicts,
     run_command,
     verdict_line,
 )
+from harness.topology import NODE_MEMORY, NODE_PIDS
 
 ANALYSES = ("spark", "direct")
 EXIT_BAD_CONFIG = 254
@@ -69,6 +72,10 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     run_cmd.add_argument("--hosts", default=None, help="ssh platform: file of nodes and hosts")
     run_cmd.add_argument("--image", default=None,
                          help="docker platform: the node image (default: the adapter's own, else chaos-node:latest)")
+    run_cmd.add_argument("--node-memory", type=memory_size, default=NODE_MEMORY, metavar="SIZE",
+                         help=f"docker: memory limit per node container, e.g. 512m, 2g (default {NODE_MEMORY})")
+    run_cmd.add_argument("--node-pids", type=count, default=NODE_PIDS, metavar="N",
+                         help=f"docker: process and thread limit per node container (default {NODE_PIDS})")
     run_cmd.add_argument("--no-live", action="store_true", help="print progress lines instead of a live view")
 
     repro = commands.add_parser("reproduce", help="re-run a stored run's spec and schedule",
@@ -95,6 +102,7 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     add_serve_parser(commands)
     add_simulate_parser(commands, plugin)
     add_new_db_parser(commands)
+    add_clean_parser(commands)
     return parser
 
 

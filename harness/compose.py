@@ -78,6 +78,9 @@ class Composition:
                 argv += ["--" + name, str(getattr(spec, name))]
         if spec.checkers is not None:
             argv += ["--checkers", ",".join(spec.checkers)]
+        for name in ("node_memory", "node_pids"):
+            if getattr(spec, name) != getattr(defaults, name):
+                argv += ["--" + name.replace("_", "-"), str(getattr(spec, name))]
         return shlex.join(argv)
 
     def fault_targets(self) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from checkers.leader import STATUS
 from checkers.registry import CHECKERS, CheckInput, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, combine
 from harness import store
+from harness.lifecycle import Stop, blame_the_stop, final_after_for
 
 SINGLE_LEADER = "single-leader-per-term"
 
@@ -41,11 +42,12 @@ def judge(
     checkers: Iterable[str],
     not_applicable: Mapping[str, str] = {},  # noqa: B006 - read only
     timeout_s: float | None = None,
+    final_after: int | None = None,
 ) -> tuple[dict[str, Verdict], dict[str, str]]:
     """Run each of ``checkers`` that applies (through ``check_safe``); return the verdicts by name and the
-    checkers that cannot apply, with why."""
+    checkers that cannot apply, with why. ``final_after`` (ns): see ``checkers.durability.final_phase``."""
     inapplicable = {**observed_not_applicable(history, journals), **not_applicable}
-    inp = CheckInput(history=history, model=model, journals=journals, timeout_s=timeout_s)
+    inp = CheckInput(history=history, model=model, journals=journals, timeout_s=timeout_s, final_after=final_after)
     verdicts: dict[str, Verdict] = {}
     skipped: dict[str, str] = {}
     for name in checkers:
@@ -76,11 +78,13 @@ def judge_run(
     stats: Mapping[str, Any] | None = None,
     analysed_by: str = "harness (checkers called directly)",
     extra: Mapping[str, Any] | None = None,
+    stop: Stop | None = None,
 ) -> dict[str, Any]:
     """Judge the stored run in ``run_dir`` and write its ``results.json`` (FORMATS.md); return it.
 
     A run cut short (``error``) is never valid: at best unknown. A run with no checker that applies is
-    unknown: nothing was judged.
+    unknown: nothing was judged. A run that ``stop`` says ended before its final phase takes no read for
+    a final one, and the checkers that need a final phase say that it stopped (``harness.lifecycle``).
     """
     verdicts: dict[str, Verdict] = {}
     skipped: dict[str, str] = {}
@@ -97,7 +101,9 @@ def judge_run(
                 verdicts[name] = Verdict(UNKNOWN, f"{name} could not read the run: {exc}")
     else:
         verdicts, skipped = judge(history, journals, model=model, checkers=checkers,
-                                  not_applicable=not_applicable, timeout_s=timeout_s)
+                                  not_applicable=not_applicable, timeout_s=timeout_s,
+                                  final_after=final_after_for(stop))
+    verdicts = blame_the_stop(verdicts, stop)
     valid: Valid = combine(verdicts) if verdicts else UNKNOWN
     if error is not None and valid is True:
         valid = UNKNOWN  # a run cut short cannot be called valid
@@ -114,6 +120,8 @@ def judge_run(
         results["not_applicable"] = dict(skipped)
     if error is not None:
         results["error"] = error
+    if stop is not None:
+        results["interrupted"] = stop.to_json()
     if teardown_errors:
         results["teardown_errors"] = list(teardown_errors)
     if stats is not None:

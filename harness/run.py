@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
-import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -29,8 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from checkers.verdict import Valid, exit_code
-from harness import store
+from checkers.verdict import UNKNOWN, Valid, exit_code
+from harness import lifecycle, store
 from harness.compose import Composition, compose
 from harness.db import DB, db_version
 from harness.history import HistoryWriter
@@ -39,6 +37,7 @@ from harness.judge import judge_run
 from harness.platforms import Launch, Session
 from harness.platforms.real import RealPlatform
 from harness.platforms.sim import SimPlatform
+from harness.signals import Interrupts
 from harness.spec import ConfigError, TestSpec
 from nemesis.generator import ScheduledFault
 from workloads.generator import script_lines
@@ -112,13 +111,20 @@ def run(
        reads), every event appended to ``history.jsonl``. ``scripts`` replace the workload's streams.
     6. Teardown, on every exit path (``harness.platforms.real``): heal every network fault, resume every
        paused process, collect each host's journals and logs, stop and wipe the DB, remove the containers
-       and the network; a Ctrl-C during teardown is ignored (it would leave containers behind). The
-       simulator writes its journals instead, and what each worker slot invoked into ``schedule.jsonl``.
+       and the network. SIGTERM and SIGHUP stop a run as Ctrl-C does; once teardown has begun, none of
+       the three interrupts it (``harness.signals``). The simulator writes its journals instead, and what
+       each worker slot invoked into ``schedule.jsonl``. Then ``test.json`` gets the run's end
+       (``harness.lifecycle``): completed, interrupted or crashed; an interrupted run gets a first
+       ``results.json`` saying so at once, before the checkers run.
     7. Judge (``harness.judge``): run the checkers that apply (each through ``check_safe``; those that
        cannot apply to this DB are reported as not applicable), and write ``results.json``. A run that
        crashed or was interrupted gets ``valid: "unknown"`` and the error, and keeps everything recorded.
        Then (unless ``report`` is false: an exploration's scratch runs) ``report.html`` and the store's
        index are written.
+
+    ``test.json`` names the controller (pid, host, start time) from step 2 on, and the containers and
+    network carry it as labels, so that ``harness clean`` can tell a SIGKILLed run's leftovers from a
+    live run's.
     """
     # 1. Compose.
     comp = compose(spec, db)
@@ -140,6 +146,7 @@ def run(
     log_handler = _attach_log(directory)
     timings: dict[str, Any] = {"started": started_wall.isoformat(timespec="seconds")}
     test_doc = test_record(comp, timings, reproduces, replay_command)
+    test_doc["controller"] = lifecycle.Controller.current().to_json()
     store.write_json(directory.test_json, test_doc)
     if schedule is None:
         schedule = comp.schedule()
@@ -157,12 +164,14 @@ def run(
     session: Session | None = None
     interpreter: Interpreter | None = None
     history: HistoryWriter | None = None
+    interrupts = Interrupts().install()
     try:
         with contextlib.ExitStack() as stack:
-            # 3, 4. Bring up the platform and deploy; 6. the teardown steps go on the stack.
-            session = platform.deploy(Launch(stack, directory, teardown_errors, timings, test_doc, started))
-            if spec.platform != "sim":
-                stack.callback(_ignore_interrupts_during_teardown)
+            # 3, 4. Bring up the platform and deploy; 6. the teardown steps go on the stack, and from
+            # the first of them on, the teardown runs to its end whatever signal arrives.
+            session = platform.deploy(Launch(stack, directory, teardown_errors, timings, test_doc, started,
+                                             shield=interrupts.shield))
+            stack.callback(interrupts.shield)
             # 5. Interpret.
             history = HistoryWriter(directory.history, clock=session.clock_ns)
             stack.callback(history.close)
@@ -196,13 +205,17 @@ def run(
             timings["interpreted_s"] = round(time.monotonic() - started, 3)
     except KeyboardInterrupt:
         interrupted = True
-        error = "interrupted (Ctrl-C)"
-        log.warning("run interrupted; teardown done")
+        error = f"interrupted ({interrupts.cause()})"
+        log.warning("run %s; teardown done", error)
     except Exception as exc:  # noqa: BLE001 - a crash still leaves a stored, analysable run
         error = f"{type(exc).__name__}: {exc}"
         log.error("run crashed: %s\n%s", error, traceback.format_exc())
-    finally:
-        _restore_interrupts()
+    except BaseException:  # SystemExit and the like: put the handlers back on the way out
+        interrupts.restore()
+        raise
+
+    # The run's end is recorded while the teardown's shield is still up.
+    try:
         if session is not None:
             try:
                 session.finish()
@@ -210,14 +223,22 @@ def run(
                 teardown_errors.append(f"finish: {type(exc).__name__}: {exc}")
         if spec.platform == "sim" and interpreter is not None and scripts is None:
             store.append_jsonl(directory.schedule, script_lines(interpreter.invoked))
+        stats.phase = "checking"
+        timings["first_op_s"] = None if stats.first_op_at is None else round(stats.first_op_at - started, 3)
+        timings["finished_s"] = round(time.monotonic() - started, 3)
+        test_doc["timings"] = {**test_doc["timings"], **timings}
+        test_doc["stats"] = stats.to_json()
+        how = "completed" if error is None else "interrupted" if interrupted else "crashed"
+        test_doc["end"] = lifecycle.end_record(how, cause=interrupts.cause() if interrupted else error,
+                                               history=directory.history)
+        store.write_json(directory.test_json, test_doc)
+        stop = lifecycle.stop_of(test_doc, directory.history)
+        if interrupted:  # said at once: a CI runner's SIGKILL may follow before the checkers end
+            store.write_json(directory.results, _interrupted_results(comp, error, stop, timings["finished_s"]))
+    finally:
+        interrupts.restore()
 
     # 7. Judge.
-    stats.phase = "checking"
-    timings["first_op_s"] = None if stats.first_op_at is None else round(stats.first_op_at - started, 3)
-    timings["finished_s"] = round(time.monotonic() - started, 3)
-    test_doc["timings"] = {**test_doc["timings"], **timings}
-    test_doc["stats"] = stats.to_json()
-    store.write_json(directory.test_json, test_doc)
     results = check_run(
         directory,
         comp,
@@ -227,6 +248,7 @@ def run(
         stats=stats,
         extra=session.results(history.start_ns) if session is not None and history is not None else None,
         report=report,
+        stop=stop,
     )
     stats.phase = "done"
     logging.getLogger().removeHandler(log_handler)
@@ -275,8 +297,12 @@ def check_run(
     stats: RunStats | None = None,
     extra: Mapping[str, Any] | None = None,
     report: bool = True,
+    stop: lifecycle.Stop | None = None,
 ) -> dict[str, Any]:
-    """Judge the stored run with the composition's checkers (``harness.judge``) and publish its report."""
+    """Judge the stored run with the composition's checkers (``harness.judge``) and publish its report.
+
+    A run that ``stop`` says ended before its final phase is judged on what it observed; the checkers
+    that need a final phase say that the run stopped (``harness.lifecycle.blame_the_stop``)."""
     from harness.report.publish import publish
 
     results = judge_run(
@@ -293,35 +319,30 @@ def check_run(
         stats=None if stats is None else stats.to_json(),
         analysed_by="harness run (checkers called directly)",
         extra=extra,
+        stop=stop,
     )
     if report:
         publish(run_dir.path)
     return results
 
 
-# -- interrupts and logging -------------------------------------------------------------------------
+# -- logging and results of interrupted runs -------------------------------------------------------------------------
 
 
-_previous_sigint: Any = None
-
-
-def _ignore_interrupts_during_teardown() -> None:
-    """From here to the end of teardown a Ctrl-C only prints that teardown is under way."""
-    global _previous_sigint
-    if threading.current_thread() is not threading.main_thread():
-        return
-
-    def announce(signum: int, frame: Any) -> None:
-        print("\nteardown in progress (healing, collecting logs, removing containers); please wait", flush=True)
-
-    _previous_sigint = signal.signal(signal.SIGINT, announce)
-
-
-def _restore_interrupts() -> None:
-    global _previous_sigint
-    if _previous_sigint is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _previous_sigint)
-        _previous_sigint = None
+def _interrupted_results(
+    comp: Composition, error: str | None, stop: lifecycle.Stop | None, duration_s: float
+) -> dict[str, Any]:
+    """The ``results.json`` an interrupted run has before its checkers have run."""
+    return {
+        "valid": UNKNOWN,
+        "seed": comp.spec.seed,
+        "test": comp.test_name,
+        "duration_s": round(duration_s, 3),
+        "checkers": {},
+        "error": error,
+        "interrupted": None if stop is None else stop.to_json(),
+        "analysed_by": "nobody yet: the run was interrupted; its checkers run next",
+    }
 
 
 def _attach_log(run_dir: store.RunDir) -> logging.Handler:

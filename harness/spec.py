@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from harness.topology import MIN_PIDS, NODE_MEMORY, NODE_PIDS, memory_bytes
+
 PLATFORMS = ("docker", "ssh", "sim")
 DEFAULT_IMAGE = "chaos-node:latest"
 DAY = 24 * 3600.0
@@ -66,6 +68,7 @@ LIMITS: dict[str, Limit] = {
     "recovery_timeout": Limit(0.1, 3600, "seconds"),
     "leader_timeout": Limit(0.1, 3600, "seconds"),
     "check_timeout": Limit(0.1, DAY, "seconds"),
+    "node_pids": Limit(MIN_PIDS, 100_000, "processes and threads per node container", integer=True),
 }
 """Every number of a spec and its range: a time limit is finite and at most a day; faults come at most
 20 times a second (a shorter interval only grows the schedule, and once grew it until memory ran out)."""
@@ -108,6 +111,10 @@ class TestSpec:
     rate: float | None = 10.0
     image: str | None = None
     checkers: tuple[str, ...] | None = None
+    node_memory: str = NODE_MEMORY
+    """Docker: each node container's memory limit (``harness.topology``)."""
+    node_pids: int = NODE_PIDS
+    """Docker: each node container's limit of processes and threads."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nemesis", tuple(self.nemesis))
@@ -137,6 +144,10 @@ class TestSpec:
             raise ConfigError(f"--checkers must be checker names, not {list(self.checkers)!r}")
         for name, limit in LIMITS.items():
             limit.check(name, getattr(self, name))
+        try:
+            memory_bytes(self.node_memory)
+        except ValueError as exc:
+            raise ConfigError(f"--node-memory: {exc}") from None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from checkers.verdict import UNKNOWN, Valid
+from harness.signals import Interrupts
 
 EXIT_INTERRUPTED = 2
 EXIT_BAD_CONFIG = 254
@@ -106,6 +107,17 @@ def core_setting(text: str) -> tuple[str, Any]:  # the simulator's --core (until
     return key.strip(), value
 
 
+def memory_size(text: str) -> str:
+    """A memory size in Docker's notation (``512m``, ``2g``), at least a node's minimum."""
+    from harness.topology import memory_bytes
+
+    try:
+        memory_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip().lower()
+
+
 def fault_packages(text: str) -> tuple[str, ...]:
     """``--nemesis``: comma-separated fault packages; ``none`` (or nothing) means no faults."""
     return tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
@@ -141,8 +153,9 @@ def run_command(
     """Parse ``argv`` and call the chosen command's ``handler(args, console, err)``; return its exit code.
 
     A usage error is its one sentence on stderr and 254; ``--help`` exits 0; an exception of a
-    ``bad_input`` type is "harness COMMAND: sentence" and 254; Ctrl-C is "interrupted" and 2; anything
-    else is the harness crashing: the traceback, a sentence saying so, and 255.
+    ``bad_input`` type is "harness COMMAND: sentence" and 254; Ctrl-C, SIGTERM and SIGHUP are
+    "interrupted" and 2 (``harness.signals``); anything else is the harness crashing: the traceback, a
+    sentence saying so, and 255.
     """
     console = Console(soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
@@ -154,7 +167,8 @@ def run_command(
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     try:
-        return args.handler(args, console, err)
+        with Interrupts():
+            return args.handler(args, console, err)
     except bad_input as exc:
         err.print(f"harness {args.command}: {exc}", markup=False, highlight=False)
         return EXIT_BAD_CONFIG

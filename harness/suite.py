@@ -142,6 +142,7 @@ class CaseRun:
     command: str
     error: str | None = None
     seconds: float = 0.0
+    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP stopped it: the suite stops too
 
 
 @dataclass
@@ -531,6 +532,7 @@ def run_case(case: Case, store: str) -> CaseRun:
         command=command,
         error=result.error or (result.results or {}).get("error"),
         seconds=time.monotonic() - started,
+        interrupted=getattr(result, "interrupted", False),
     )
 
 
@@ -668,6 +670,8 @@ def run_suite(
         progress.note(f"[{number + 1}/{len(suite.cases)}] {case.name}")
         runs[number] = run(case, str(store))
         write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
+        if runs[number].interrupted:  # a CI timeout's SIGTERM ends the night, not one case of it
+            raise KeyboardInterrupt
         progress.update(number + 1, len(suite.cases))
     done = [r for r in runs if r is not None]
     stored = [

@@ -10,6 +10,11 @@ Nodes are n1..nN; node ``n<i>`` has the address ``FIRST_HOST + i - 1`` inside th
 they count down from ``FIRST_HOST - 1`` (sc = .10), so their addresses do not move with the node count.
 The network is internal (no route out of it); the host still reaches the nodes over TCP.
 
+Each node container is limited to ``memory`` (RAM, no swap beyond it) and ``pids`` processes and threads
+(defaults :data:`NODE_MEMORY`, :data:`NODE_PIDS`): a node that leaks or forks without end fails on its
+own instead of taking the shared machine down. The defaults leave a node of every election mode (the
+lease mode's n1..n3 run a data node and a store member each) several times what it uses.
+
 docker-compose.yml declares the five nodes *and* ``sc``: the cluster a user brings up by hand can then
 serve every election mode over SSH (a hosts file naming n1..n5 and sc), at the cost of one idle container.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +34,12 @@ NETWORK = "chaos-net"
 SUBNET = "10.55.0.0/24"  # outside Docker's default address pools (172.17-31/16, 192.168/16)
 FIRST_HOST = 11
 NODE_COUNT = 5
+NODE_MEMORY = "1g"
+"""Default memory limit per node container, in Docker's notation (``512m``, ``2g``)."""
+NODE_PIDS = 512
+"""Default limit of processes and threads per node container."""
+MIN_MEMORY_BYTES = 64 * 1024**2
+MIN_PIDS = 32
 COMPOSE_EXTRA_HOSTS = ("sc",)
 """Extra hosts docker-compose.yml declares: the fluvio controller's (``cluster.core.election.fluvio``)."""
 COMPOSE_FILE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
@@ -50,6 +62,8 @@ class Topology:
     network: str
     subnet: str
     image: str
+    memory: str = NODE_MEMORY
+    pids: int = NODE_PIDS
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -69,9 +83,14 @@ def topology(
     network: str = NETWORK,
     image: str = IMAGE,
     extra_hosts: Sequence[str] = (),
+    memory: str = NODE_MEMORY,
+    pids: int = NODE_PIDS,
 ) -> Topology:
     """The topology of ``count`` nodes n1..n<count> numbered from ``FIRST_HOST`` in ``subnet``, then the
-    ``extra_hosts`` numbered down from ``FIRST_HOST - 1``."""
+    ``extra_hosts`` numbered down from ``FIRST_HOST - 1``; each node limited to ``memory`` and ``pids``."""
+    memory_bytes(memory)
+    if not isinstance(pids, int) or isinstance(pids, bool) or pids < MIN_PIDS:
+        raise ValueError(f"a node's process limit must be a whole number of at least {MIN_PIDS}, not {pids!r}")
     try:
         net = ipaddress.IPv4Network(subnet)
     except ValueError as error:
@@ -87,7 +106,22 @@ def topology(
     if clash:
         raise ValueError(f"extra host name(s) {', '.join(clash)} repeat a node or another extra host")
     nodes += tuple(NodeSpec(name, str(net.network_address + FIRST_HOST - 1 - k)) for k, name in enumerate(extra))
-    return Topology(nodes=nodes, network=network, subnet=str(net), image=image)
+    return Topology(nodes=nodes, network=network, subnet=str(net), image=image, memory=memory, pids=pids)
+
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def memory_bytes(text: str) -> int:
+    """Docker's memory notation (``1g``, ``512m``, ``1048576``) in bytes; at least :data:`MIN_MEMORY_BYTES`.
+    ``ValueError`` with one sentence otherwise."""
+    match = re.fullmatch(r"\s*([0-9]+)\s*([bkmg]?)\s*", str(text).lower())
+    if match is None:
+        raise ValueError(f"{text!r} is not a memory size like 512m or 2g")
+    size = int(match.group(1)) * _UNITS[match.group(2)]
+    if size < MIN_MEMORY_BYTES:
+        raise ValueError(f"a node's memory limit of {text!r} is below the {MIN_MEMORY_BYTES // 1024**2}m a node needs")
+    return size
 
 
 DEFAULT_TOPOLOGY = topology()
@@ -117,6 +151,9 @@ def compose_file(top: Topology = COMPOSE_TOPOLOGY) -> str:
             f"    container_name: chaos-{node.name}",
             f"    hostname: {node.name}",
             "    init: true",
+            f"    mem_limit: {top.memory}",
+            f"    memswap_limit: {top.memory}",
+            f"    pids_limit: {top.pids}",
             "    cap_add:",
             "      - NET_ADMIN",
             "    networks:",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from checkers.history import NEMESIS, History, JournalEvent, Operation
@@ -30,6 +31,8 @@ from checkers.leader import STATUS
 from checkers.registry import CHECKERS, MODEL_NAMES, CheckInput, applicable, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, worst
 from harness.analysis.dataset import valid_text, valid_value
+from harness.lifecycle import stop_of
+from harness.store import HISTORY
 
 LINEARIZABLE = "linearizable"
 # Checkers that read the journals when there are any, and so cannot pass on a partial set of them.
@@ -392,6 +395,9 @@ def results_document(
     if (input_errors or carried.get("error")) and valid is True:
         valid = UNKNOWN
     spec = json.loads(run_row["spec_json"]) if run_row.get("spec_json") else {}
+    stop = stop_of(spec, Path(run_row["path"]) / HISTORY) if spec and run_row.get("path") else None
+    if stop is not None and valid is True:
+        valid = UNKNOWN  # a run cut short is never valid (harness.lifecycle)
     document: dict[str, Any] = {
         "valid": valid,
         "seed": spec.get("seed"),
@@ -411,4 +417,6 @@ def results_document(
     if input_errors:
         document["input_errors"] = [dict(e) for e in input_errors]
     document.update(carried)
+    if stop is not None:
+        document["interrupted"] = stop.to_json()
     return document

@@ -164,6 +164,11 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
             what = "" if first is None else f"{first[0]}: {first[1]}"
             if len(failed) > 1:
                 what += f" (+{len(failed) - 1} more)"
+            stop = (outcome.results.get("interrupted") or {}).get("summary")
+            if stop:  # how the run ended comes first; the checkers' own findings after it
+                invalid = next((f"; {n}: {s}" for n, s in failed.items()
+                                if outcome.results["checkers"][n]["valid"] is False), "")
+                what = f"{stop}{invalid}"
             table.add_row(
                 f"{outcome.run.test}/{outcome.run.run}",
                 _verdict(outcome.valid),

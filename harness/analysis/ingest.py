@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from checkers.registry import CHECKERS
 from checkers.verdict import UNKNOWN, Verdict
 from harness.analysis.checks import RunChecks, RunParams, run_level_checks, run_params
 from harness.analysis.dataset import JOURNAL, OPERATIONS, RUNS, VERDICTS
+from harness.lifecycle import blame_the_stop, final_after_for, stop_of
 from harness.store import HISTORY, NODES, TEST_JSON
 from harness.store import JOURNAL as JOURNAL_FILE
 
@@ -295,6 +296,10 @@ def read_run(
     errors.extend(journal_errors)
 
     params: RunParams = run_params(spec, history)
+    # A run that stopped before its final phase has no final reads (harness.lifecycle).
+    stop = stop_of(spec, run_dir / HISTORY)
+    if stop is not None and params.final_after is None:
+        params = replace(params, final_after=final_after_for(stop))
     checks = run_level_checks(
         history,
         journals or None,
@@ -304,6 +309,7 @@ def read_run(
         timeout_s=timeout_s,
         max_states=max_states,
     )
+    checks.verdicts = blame_the_stop(checks.verdicts, stop)
     operations = _empty(OPERATIONS)
     if history is not None:
         _operation_columns(test, run, history.ops, operations)

@@ -71,3 +71,5 @@ class Launch:
     timings: dict[str, Any]
     test_doc: dict[str, Any]
     started: float
+    shield: Callable[[], None] = lambda: None
+    """Called as teardown begins: from then on no signal interrupts it (``harness.signals``)."""

@@ -1,14 +1,18 @@
 """The docker platform: a run's nodes as containers of the node image on a private internal network.
 
 Each run gets its own network and containers, named after the run id (``chaos-1a2b3c4d-net``,
-``chaos-1a2b3c4d-n1``) and labelled ``chaos-harness.run=<run id>``, so parallel runs do not collide and
-leftovers of a crashed controller are recognisable and removable (`cleanup_leftovers`). The network is
-internal: nodes have no route out, reach each other by node name (``n1``) over TCP, and the controller
-reaches them at `DockerPlatform.address`. Containers get NET_ADMIN (iptables for partitions) and an
-init process (so a killed node process is reaped and never lingers as a zombie). The nodes only idle
-(sshd); installing and starting the system under test is the DB adapter's job, through the remotes.
-The topology's hosts are the data nodes and any extra hosts the DB adapter asks for (the fluvio
-controller's ``sc``): each is a container like the others, named and reachable by its host name.
+``chaos-1a2b3c4d-n1``) and labelled ``chaos-harness.run=<run id>``, so parallel runs do not collide.
+Every container and network also carries its controller's labels (pid, host, process start time and,
+from ``harness run``, the run directory: ``harness.lifecycle.Controller.labels``), so the leftovers of a
+controller that was SIGKILLed are recognisable as such and ``harness clean`` removes them, never a live
+run's (`find_leftovers`, `remove_run`). The network is internal and each node's default route is
+deleted once it starts: nodes have no route out, reach each other by node name (``n1``) over TCP, and
+the controller reaches them at `DockerPlatform.address`. Containers get NET_ADMIN (iptables for
+partitions), an init process (so a killed node process is reaped and never lingers as a zombie), and
+the topology's memory and process-count limits. The nodes only idle (sshd); installing and starting the
+system under test is the DB adapter's job, through the remotes. The topology's hosts are the data nodes
+and any extra hosts the DB adapter asks for (the fluvio controller's ``sc``): each is a container like
+the others, named and reachable by its host name.
 
 `DockerPlatform.close` removes everything of the run even when bring-up failed half-way, and is
 idempotent; use the platform as a context manager or register ``close`` on the run's ExitStack.
@@ -20,7 +24,9 @@ import os
 import re
 import secrets
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 import requests.exceptions
 from docker.client import DockerClient, from_env
@@ -28,6 +34,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 from docker.types import IPAMConfig, IPAMPool
 
+from harness.lifecycle import LABEL_RUN_DIR, Controller
 from harness.remotes.docker import DockerRemote
 from harness.topology import DEFAULT_TOPOLOGY, Topology
 
@@ -75,7 +82,8 @@ class DockerPlatform:
     With ``pin_addresses`` the network uses the topology's subnet and each node its fixed address (as in
     docker-compose.yml; two such runs cannot coexist); by default Docker assigns a free subnet, so runs
     can proceed in parallel. ``client`` is borrowed (not closed) when given; otherwise the platform
-    connects to the engine and closes its client in `close`.
+    connects to the engine and closes its client in `close`. ``labels`` go on every container and the
+    network besides the run's and the controller's (this process's) own.
     """
 
     def __init__(
@@ -85,6 +93,7 @@ class DockerPlatform:
         run_id: str | None = None,
         client: DockerClient | None = None,
         pin_addresses: bool = False,
+        labels: dict[str, str] | None = None,
     ) -> None:
         self.run_id = run_id or new_run_id()
         if not _RUN_ID.fullmatch(self.run_id):
@@ -96,6 +105,7 @@ class DockerPlatform:
         self._owns_client = client is None
         self._remotes: dict[str, DockerRemote] = {}
         self._closed = False
+        self.labels = {**(labels or {}), **Controller.current().labels(), LABEL_RUN: self.run_id}
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -151,12 +161,12 @@ class DockerPlatform:
         try:
             client.networks.create(
                 self.network_name, driver="bridge", internal=True, ipam=ipam,
-                labels={LABEL_RUN: self.run_id},
+                labels=self.labels,
             )
         except APIError as error:
             raise PlatformError(
                 f"cannot create the network {self.network_name} ({error.explanation}): remove what holds "
-                "its name or subnet (leftovers: harness.platforms.docker.cleanup_leftovers())"
+                "its name or subnet (a killed run's leftovers: run harness clean)"
             ) from error
 
     def _start_node(self, client: DockerClient, node: str, address: str | None) -> DockerRemote:
@@ -167,17 +177,24 @@ class DockerPlatform:
                 self.topology.image,
                 name=name,
                 hostname=node,
-                labels={LABEL_RUN: self.run_id, LABEL_NODE: node},
+                labels={**self.labels, LABEL_NODE: node},
                 cap_add=["NET_ADMIN"],
                 init=True,
                 detach=True,
                 network=self.network_name,
                 networking_config={self.network_name: endpoint},
+                mem_limit=self.topology.memory,
+                memswap_limit=self.topology.memory,  # no swap beyond the limit: a leak ends the node
+                pids_limit=self.topology.pids,
             )
             container.start()
         except APIError as error:
             raise PlatformError(f"cannot start node {node} as container {name}: {error.explanation}") from error
-        return DockerRemote(client, container.id, node)
+        remote = DockerRemote(client, container.id, node)
+        # Docker gives a container on an internal network a default route all the same (to a gateway
+        # that forwards nothing); without it, a packet for outside fails at once (ENETUNREACH).
+        remote.run(["ip", "route", "del", "default"], check=False, timeout=30)
+        return remote
 
     def _check_running(self, client: DockerClient) -> None:
         for node, remote in self._remotes.items():
@@ -241,7 +258,7 @@ class DockerPlatform:
             client.close()
         if failures:
             raise PlatformError(
-                f"could not remove {'; '.join(failures)}: remove them with harness.platforms.docker.cleanup_leftovers()"
+                f"could not remove {'; '.join(failures)}: remove them with `harness clean --run {self.run_id}`"
             )
 
     def __enter__(self) -> DockerPlatform:
@@ -254,24 +271,75 @@ class DockerPlatform:
         self.close()
 
 
-def cleanup_leftovers(client: DockerClient | None = None, run_id: str | None = None) -> list[str]:
-    """Removes every container and network labelled by a run (only ``run_id``'s, if given).
+@dataclass(frozen=True)
+class RunObjects:
+    """The containers and network of one run found on the engine, and who made them."""
 
-    Meant for after a crashed controller: without ``run_id`` it also removes the nodes of runs still in
-    progress. Returns the names of what it removed.
+    run_id: str
+    controller: Controller | None  # None: made by a harness that did not record its controller
+    run_dir: str | None
+    containers: tuple[str, ...]
+    networks: tuple[str, ...]
+    nodes: dict[str, str] = field(default_factory=dict)  # node name -> container id
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.containers + self.networks
+
+
+def find_runs(client: DockerClient) -> list[RunObjects]:
+    """Every run with a container or network on the engine (labelled `LABEL_RUN`), by run id."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def entry(labels: dict[str, str]) -> dict[str, Any]:
+        run = found.setdefault(labels[LABEL_RUN], {"labels": {}, "containers": [], "networks": [], "nodes": {}})
+        run["labels"] = {**labels, **run["labels"]}
+        return run
+
+    for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
+        run = entry(container.labels)
+        run["containers"].append(container.name)
+        if LABEL_NODE in container.labels:
+            run["nodes"][container.labels[LABEL_NODE]] = container.id
+    for network in client.networks.list(filters={"label": LABEL_RUN}):
+        entry(network.attrs.get("Labels") or {})["networks"].append(network.name)
+    return [
+        RunObjects(
+            run_id=run_id,
+            controller=Controller.from_labels(run["labels"]),
+            run_dir=run["labels"].get(LABEL_RUN_DIR),
+            containers=tuple(sorted(run["containers"])),
+            networks=tuple(sorted(run["networks"])),
+            nodes=dict(sorted(run["nodes"].items())),
+        )
+        for run_id, run in sorted(found.items())
+    ]
+
+
+def remove_run(client: DockerClient, run_id: str) -> list[str]:
+    """Removes the containers (running, paused or not) and networks of ``run_id``; returns their names.
+
+    Raises `PlatformError` naming what could not be removed, after trying everything.
     """
-    owned = client is None
-    client = client or connect_engine()
-    label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
+    run_filter = {"label": f"{LABEL_RUN}={run_id}"}
     removed: list[str] = []
-    try:
-        for container in client.containers.list(all=True, filters={"label": label}):
+    failures: list[str] = []
+    for container in client.containers.list(all=True, filters=run_filter):
+        try:
             container.remove(force=True)
             removed.append(container.name)
-        for network in client.networks.list(filters={"label": label}):
+        except NotFound:
+            pass
+        except _ENGINE_ERRORS as error:
+            failures.append(f"container {container.name} ({error})")
+    for network in client.networks.list(filters=run_filter):
+        try:
             network.remove()
             removed.append(network.name)
-    finally:
-        if owned:
-            client.close()
+        except NotFound:
+            pass
+        except _ENGINE_ERRORS as error:
+            failures.append(f"network {network.name} ({error})")
+    if failures:
+        raise PlatformError(f"could not remove {'; '.join(failures)}")
     return removed

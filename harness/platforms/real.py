@@ -2,22 +2,26 @@
 
 :class:`RealPlatform` does steps 1 (the preflight), 3 and 4 of ``harness.run.run`` for the ``docker`` and
 ``ssh`` platforms, and registers step 6, the teardown, on the run's ``ExitStack``, in this order of
-execution: heal every network fault, resume every paused process (if the DB can pause), collect each
+execution (:func:`teardown_steps`, which ``harness clean`` runs too for a run whose controller was
+killed): heal every network fault, resume every paused process (if the DB can pause), collect each
 host's journals and logs (where the adapter says: ``nodes/<node>/`` by default), stop and wipe the DB
 on every host, remove the containers and the network. Each teardown step logs and records its failure
-and never stops the next one.
+and never stops the next one. Containers and networks carry the controller's labels (``harness.lifecycle``)
+so that ``harness clean`` can tell a dead run's leftovers from a live run's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from harness import store
+from harness import lifecycle, store
 from harness.compose import Composition
 from harness.db import CatchUp, Deployment, Pause, Process, Status, collected_files, hosts_of
 from harness.fault_driver import heal_everything, real_fault_driver
@@ -66,6 +70,7 @@ class RealPlatform:
             how = getattr(comp.db, "image_hint", None) or "build it with scripts/build-image.sh"
             raise ConfigError(f"the node image {comp.image} does not exist: {how}") from None
         self.engine = engine
+        _warn_about_leftovers(engine)
 
     def deploy(self, launch: Launch) -> Session:
         """Bring up the hosts, install and start the DB on each (in parallel), register the teardown."""
@@ -73,9 +78,10 @@ class RealPlatform:
         stack, run_dir, teardown_errors, timings = launch.stack, launch.run_dir, launch.teardown_errors, launch.timings
         test_doc, started = launch.test_doc, launch.started
         stack.callback(_close_engine, self.engine)
-        platform = self._platform()
+        platform = self._platform(run_dir)
         stack.callback(teardown_step, teardown_errors, "remove containers and network (ssh: disconnect)",
                        platform.close)
+        stack.callback(launch.shield)  # from here, teardown runs to its end whatever arrives
         remotes = platform.start()
         timings["platform_s"] = round(time.monotonic() - started, 3)
         log.info("platform %s up with %d nodes in %.1f s", spec.platform, len(remotes), timings["platform_s"])
@@ -91,19 +97,14 @@ class RealPlatform:
         )
         test_doc["platform"] = {"kind": spec.platform, "run_id": getattr(platform, "run_id", None),
                                 "addresses": dict(deployment.client_hosts)}
+        if spec.hosts:  # where harness clean finds the machines again, whatever its working directory
+            test_doc["platform"]["hosts_file"] = str(Path(spec.hosts).resolve())
         store.write_json(run_dir.test_json, test_doc)
         db = comp.db
         # Teardown steps run in the reverse order of registration.
-        stack.callback(teardown_step, teardown_errors, "stop and wipe the DB",
-                       lambda: on_nodes(deployment.hosts, lambda n: db.teardown(deployment, n, remotes[n])))
-        stack.callback(teardown_step, teardown_errors, "collect journals and logs",
-                       lambda: _collect(comp, deployment, remotes, run_dir))
-        if isinstance(db, Pause):
-            stack.callback(teardown_step, teardown_errors, "resume paused processes",
-                           lambda: on_nodes(comp.fault_targets(),
-                                            lambda n: _resume_quietly(comp, deployment, n, remotes[n])))
-        stack.callback(teardown_step, teardown_errors, "heal the network",
-                       lambda: heal_everything(remotes, comp.faketime))
+        for what, action in reversed(teardown_steps(comp, deployment, remotes, run_dir)):
+            stack.callback(teardown_step, teardown_errors, what, action)
+        stack.callback(launch.shield)
 
         def deploy(node: str) -> None:
             if comp.faketime is not None:
@@ -151,15 +152,53 @@ class RealPlatform:
             wall_at=lambda ns: wall0 + (ns - mono0) / 1e9,
         )
 
-    def _platform(self) -> Any:
+    def _platform(self, run_dir: store.RunDir) -> Any:
         comp = self.comp
         if comp.spec.platform == "docker":
             from harness.platforms.docker import DockerPlatform
             from harness.topology import topology
 
             extra = hosts_of(comp.db, comp.node_names)[len(comp.node_names):]
-            return DockerPlatform(topology(comp.spec.nodes, image=comp.image, extra_hosts=extra), client=self.engine)
+            nodes = topology(comp.spec.nodes, image=comp.image, extra_hosts=extra, memory=comp.spec.node_memory,
+                             pids=comp.spec.node_pids)
+            return DockerPlatform(nodes, client=self.engine, labels=lifecycle.Controller.current().labels(run_dir.path))
         return self.engine  # ssh: the platform the preflight connected
+
+
+def teardown_steps(
+    comp: Composition, deployment: Deployment, remotes: Mapping[str, Any], run_dir: store.RunDir
+) -> list[tuple[str, Callable[[], Any]]]:
+    """Step 6 of ``harness.run.run`` before the platform closes, in order: heal every fault (network,
+    clocks), resume what is paused (if the DB can pause), collect journals and logs, stop and wipe the DB.
+    ``harness clean`` runs the same steps for a run whose controller was killed."""
+    db = comp.db
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("heal the network", lambda: heal_everything(remotes, comp.faketime))]
+    if isinstance(db, Pause):
+        steps.append(("resume paused processes",
+                      lambda: on_nodes(comp.fault_targets(), lambda n: _resume_quietly(comp, deployment, n, remotes[n]))))
+    steps += [
+        ("collect journals and logs", lambda: _collect(comp, deployment, remotes, run_dir)),
+        ("stop and wipe the DB", lambda: on_nodes(deployment.hosts, lambda n: db.teardown(deployment, n, remotes[n]))),
+    ]
+    return steps
+
+
+_warned_about_leftovers = False
+
+
+def _warn_about_leftovers(engine: Any) -> None:
+    """Once per process: say on stderr when runs whose controller died left containers behind."""
+    global _warned_about_leftovers
+    if _warned_about_leftovers:
+        return
+    _warned_about_leftovers = True
+    from harness.clean import leftover_warning
+
+    warning = leftover_warning(engine)
+    if warning:
+        log.warning("%s", warning)
+        print(f"warning: {warning}", file=sys.stderr, flush=True)
 
 
 def _close_engine(engine: Any) -> None:

@@ -50,6 +50,9 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
         (["--core", "heartbeat_interval=-1"], "heartbeat_interval must be > 0, got -1"),
         (["--core", "scouting=maybe"], "node setting 'scouting' must be of type bool, not 'maybe'"),
         (["--checkers", "linearizable,psychic"], "checker 'psychic' does not judge the register workload"),
+        (["--node-memory", "10m"], "argument --node-memory: a node's memory limit of '10m' is below the 64m"),
+        (["--node-memory", "lots"], "argument --node-memory: 'lots' is not a memory size like 512m or 2g"),
+        (["--node-pids", "8"], "--node-pids must be between 32 and 100000 processes and threads per node container"),
     ],
 )
 def test_bad_run_arguments_exit_254_and_say_what_is_valid(capsys, tmp_path, argv, expected) -> None:
@@ -133,13 +136,15 @@ def test_the_stored_command_parses_back_to_the_same_spec() -> None:
         concurrency=4, store="/tmp/s", rate=None, nemesis_interval=2.5, op_timeout=1.0, image="mine:1",
         db_options={"mode": "raft", "bug": ["ack-before-commit", "no-dedup"],
                     "core": {"scouting": False, "leader_quorum_timeout": 0}},
+        node_memory="2g", node_pids=256,
     )
     comp = compose(spec)
     command = comp.command()
     # Every setting that changes the run is on the command line, the adapter's options included, with
     # the shortcut flags the adapter declares.
     assert " --mode raft --bug ack-before-commit --bug no-dedup --core leader_quorum_timeout=0 --core scouting=false" in command
-    assert command.endswith(" --rate 0 --nemesis-interval 2.5 --op-timeout 1 --store /tmp/s --image mine:1")
+    assert command.endswith(" --rate 0 --nemesis-interval 2.5 --op-timeout 1 --store /tmp/s --image mine:1"
+                            " --node-memory 2g --node-pids 256")
     argv = shlex.split(command)
     assert argv[:2] == ["harness", "run"]
     plugin = load_plugin("cluster")

@@ -9,12 +9,14 @@ from collections.abc import Callable
 import pytest
 from docker.client import DockerClient
 
+from harness.lifecycle import Controller
 from harness.platforms.docker import (
     LABEL_RUN,
     DockerPlatform,
     PlatformError,
-    cleanup_leftovers,
     connect_engine,
+    find_runs,
+    remove_run,
 )
 from harness.topology import topology
 from tests.harness.conftest import session_run_id
@@ -73,9 +75,31 @@ def test_the_network_is_internal_and_the_controller_reaches_nodes_over_tcp(
     with socket.create_connection((mirror, 80), timeout=5):
         pass
     assert not tcp_reachable(n1, mirror, 80, timeout_s=2)
+    # No route out at all: a packet for outside is refused at once, it never leaves the node.
+    assert "default" not in n1.run(["ip", "route"]).stdout
+    refused = n1.run(["python3", "-c", f"import socket; socket.create_connection(('{mirror}', 80), timeout=5)"],
+                     check=False)
+    assert refused.exit_code != 0 and "Network is unreachable" in refused.stderr
     wait_for_sshd(n1)
     with socket.create_connection((platform.address("n1"), 22), timeout=5) as connection:
         assert connection.recv(8) == b"SSH-2.0-"
+
+
+@pytest.mark.docker
+def test_each_node_has_the_topology_s_memory_and_process_limits(
+    start_platform: StartPlatform, docker_engine: DockerClient
+) -> None:
+    platform = start_platform(topology(1, memory="256m", pids=64))
+    config = docker_engine.containers.get(platform.container_name("n1")).attrs["HostConfig"]
+    assert (config["Memory"], config["MemorySwap"], config["PidsLimit"]) == (256 * 1024**2, 256 * 1024**2, 64)
+    n1 = platform.remote("n1")
+    # The kernel enforces the process limit: a process that forks without end is stopped short of 64.
+    spawn = ("import subprocess\nchildren = []\ntry:\n    for _ in range(200):\n"
+             "        children.append(subprocess.Popen(['sleep', '30']))\nexcept OSError:\n    pass\n"
+             "print(len(children))\nfor child in children:\n    child.kill()\n")
+    spawned = int(n1.run(["python3", "-c", spawn], timeout=60).stdout)
+    assert 0 < spawned < 64
+    assert n1.run(["true"]).exit_code == 0
 
 
 @pytest.mark.docker
@@ -139,14 +163,26 @@ def test_a_missing_image_is_one_sentence_and_creates_nothing(docker_engine: Dock
 
 
 @pytest.mark.docker
-def test_cleanup_leftovers_removes_an_abandoned_run(docker_engine: DockerClient) -> None:
-    abandoned = DockerPlatform(topology(2), run_id=session_run_id(), client=docker_engine)
+def test_an_abandoned_run_is_found_with_its_controller_and_removed_alone(docker_engine: DockerClient, tmp_path) -> None:
+    abandoned = DockerPlatform(topology(2), run_id=session_run_id(), client=docker_engine,
+                               labels=Controller.current().labels(tmp_path))
+    other = DockerPlatform(topology(1), run_id=session_run_id(), client=docker_engine)
     abandoned.start()  # and never closed, as after a controller crash
-    removed = cleanup_leftovers(docker_engine, run_id=abandoned.run_id)
-    assert sorted(removed) == sorted(
-        [abandoned.container_name("n1"), abandoned.container_name("n2"), abandoned.network_name]
-    )
-    assert _run_objects(docker_engine, abandoned.run_id) == []
+    other.start()
+    try:
+        found = {run.run_id: run for run in find_runs(docker_engine)}
+        objects = found[abandoned.run_id]
+        assert objects.controller == Controller.current()
+        assert objects.run_dir == str(tmp_path.resolve())
+        assert objects.names == (abandoned.container_name("n1"), abandoned.container_name("n2"),
+                                 abandoned.network_name)
+        assert sorted(objects.nodes) == ["n1", "n2"]
+        removed = remove_run(docker_engine, abandoned.run_id)
+        assert sorted(removed) == sorted(objects.names)
+        assert _run_objects(docker_engine, abandoned.run_id) == []
+        assert len(_run_objects(docker_engine, other.run_id)) == 2  # another run's: untouched
+    finally:
+        other.close()
 
 
 def test_run_ids_must_be_usable_as_docker_names() -> None:

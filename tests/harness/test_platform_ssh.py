@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -245,26 +248,43 @@ def test_harness_run_exits_254_before_storing_anything(
 # -- a real run over SSH ---------------------------------------------------------------------------------
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
+HARNESS = str(Path(sys.executable).with_name("harness"))
 
 
-@pytest.mark.docker
-def test_the_same_chaos_run_goes_over_ssh_to_the_containers_sshd(
-    start_platform: Callable[..., DockerPlatform], docker_engine, tmp_path: Path
-) -> None:
-    # The containers only stand in for machines: the run reaches them through their sshd alone.
-    containers = start_platform(topology(len(NODES)))
-    public = _write_key(tmp_path / "client_key")
+def _machines(containers: DockerPlatform, directory: Path) -> Path:
+    """A hosts file for ``containers`` as SSH machines (key authorised, host keys pinned). The containers
+    only stand in for machines: a run reaches them through their sshd alone."""
+    public = _write_key(directory / "client_key")
     pins, tables = [], []
-    for node in NODES:
-        docker_remote = containers.remote(node)
+    for node, docker_remote in containers.remotes().items():
         wait_for_sshd(docker_remote)
         docker_remote.write_file("/root/.ssh/authorized_keys", public.encode(), mode=0o600)
         address = containers.address(node)
         pins.append(known_hosts_line(address, docker_remote.read_file("/etc/ssh/ssh_host_ed25519_key.pub").decode()))
         # Peers reach each other by name on the nodes' network (Docker's DNS), the controller by address.
         tables.append(f'[nodes.{node}]\nhost = "{address}"\npeer_host = "{node}"\n')
-    (tmp_path / "known_hosts").write_text("".join(pins))
-    hosts = _hosts_file(tmp_path, '[defaults]\nkey = "client_key"\nknown_hosts = "known_hosts"\n\n' + "\n".join(tables))
+    (directory / "known_hosts").write_text("".join(pins))
+    return _hosts_file(directory, '[defaults]\nkey = "client_key"\nknown_hosts = "known_hosts"\n\n' + "\n".join(tables))
+
+
+def _what_is_left(remote) -> list[str]:
+    """What of a run remains on a machine: the node process, partition rules, stopped processes, files."""
+    return remote.run(
+        "pgrep -f '[c]luster.node' >/dev/null && echo process; iptables -w -S | grep -q CHAOS && echo rules; "
+        "ps -eo stat=,args= | grep '[c]luster.node' | grep -q '^T' && echo stopped; "
+        "for d in /opt/chaos /var/log/chaos /var/run/chaos; do [ -e $d ] && echo $d; done; "
+        "find /var/lib/chaos -mindepth 1 2>/dev/null; "  # the DB adapter leaves the empty parent
+        "for i in $(seq 50); do pgrep -f '[s]shd: root' >/dev/null || exit 0; sleep 0.1; done; echo session",
+        timeout=30, check=False,
+    ).stdout.split()
+
+
+@pytest.mark.docker
+def test_the_same_chaos_run_goes_over_ssh_to_the_containers_sshd(
+    start_platform: Callable[..., DockerPlatform], docker_engine, tmp_path: Path
+) -> None:
+    containers = start_platform(topology(len(NODES)))
+    hosts = _machines(containers, tmp_path)
 
     store = tmp_path / "store"
     code = main([
@@ -302,14 +322,47 @@ def test_the_same_chaos_run_goes_over_ssh_to_the_containers_sshd(
 
     # Teardown went through SSH: nothing of the run is left on the machines, and no session stays open.
     for node in NODES:
-        left = containers.remote(node).run(
-            "pgrep -f '[c]luster.node' >/dev/null && echo process; iptables -w -S | grep -q CHAOS && echo rules; "
-            "for d in /opt/chaos /var/log/chaos /var/run/chaos; do [ -e $d ] && echo $d; done; "
-            "find /var/lib/chaos -mindepth 1 2>/dev/null; "  # the DB adapter leaves the empty parent
-            "for i in $(seq 50); do pgrep -f '[s]shd: root' >/dev/null || exit 0; sleep 0.1; done; echo session",
-            timeout=30, check=False,
-        ).stdout.split()
+        left = _what_is_left(containers.remote(node))
         assert left == [], f"{node} keeps {left}"
     containers.close()
     label = {"label": f"{LABEL_RUN}={containers.run_id}"}
     assert docker_engine.containers.list(all=True, filters=label) == []
+
+
+@pytest.mark.docker
+def test_harness_clean_heals_collects_and_wipes_the_machines_of_a_sigkilled_ssh_run(
+    start_platform: Callable[..., DockerPlatform], tmp_path: Path
+) -> None:
+    containers = start_platform(topology(3))
+    hosts = _machines(containers, tmp_path)
+    store = tmp_path / "store"
+    run = subprocess.Popen(
+        [HARNESS, "run", "--db", "cluster", "--nodes", "3", "--nemesis", "partition,pause",
+         "--nemesis-interval", "1", "--time-limit", "60", "--concurrency", "3", "--seed", "14", "--platform", "ssh",
+         "--hosts", hosts.name, "--store", str(store), "--analysis", "direct", "--no-live"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=hosts.parent,  # a relative hosts file
+    )
+    try:
+        deadline = time.monotonic() + 120
+        history = store / "latest" / "history.jsonl"
+        while not (history.exists() and '"f":"partition"' in history.read_text() and '"f":"pause"' in history.read_text()):
+            assert time.monotonic() < deadline and run.poll() is None, "no partition and pause within 120 s"
+            time.sleep(0.2)
+    finally:
+        run.kill()
+        run.wait()
+    run_dir = (store / "latest").resolve()
+    left = {node: _what_is_left(remote) for node, remote in containers.remotes().items()}
+    assert all("process" in things for things in left.values()), left  # killed mid-run: all still there
+
+    elsewhere = tmp_path / "elsewhere"  # harness clean finds the hosts file from any working directory
+    elsewhere.mkdir()
+    cleaned = subprocess.run([HARNESS, "clean", "--store", str(store)],
+                             capture_output=True, text=True, timeout=300, cwd=elsewhere)
+    assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
+    assert f"cleaned {run_dir}" in cleaned.stdout and "journals and logs collected" in cleaned.stdout
+    assert {node: _what_is_left(remote) for node, remote in containers.remotes().items()} == {
+        node: [] for node in ("n1", "n2", "n3")
+    }
+    assert sorted(load_journals(run_dir / "nodes")) == ["n1", "n2", "n3"]
+    assert json.loads((run_dir / "test.json").read_text())["end"]["how"] == "killed"

@@ -9,6 +9,7 @@ the real analysis pipeline.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -378,6 +379,21 @@ def test_run_suite_continues_after_a_crash_and_records_everything(tmp_path: Path
     runs = find_runs([result.directory]).runs
     assert [(r.suite, r.night) for r in runs] == [("fake", "2026-11-22")] * 2
     assert (result.directory / SUITE_JSON).is_file()
+
+
+def test_a_suite_stops_with_a_run_that_a_signal_interrupted(tmp_path: Path) -> None:
+    suite = Suite(name="fake", path=tmp_path / "fake.toml", cases=(case(0), case(1)), store=str(tmp_path / "store"))
+    calls: list[int] = []
+
+    def interrupted_run(c: Case, store: str) -> CaseRun:
+        calls.append(c.index)
+        return CaseRun(None, "harness run", error="interrupted (SIGTERM)", interrupted=True)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(suite, analyse=lambda selection: {}, run=interrupted_run, clock=lambda: STARTED)
+    assert calls == [0]  # the next case never started
+    record = json.loads((tmp_path / "store" / "suites" / "fake" / "20261122T020000" / "suite.json").read_text())
+    assert "interrupted (SIGTERM)" in json.dumps(record)
 
 
 @pytest.mark.spark

@@ -1,0 +1,84 @@
+"""SIGTERM and SIGHUP stop a run as Ctrl-C does, also when the shell left SIGINT ignored; once the
+shield is up nothing interrupts teardown; handlers are put back afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+
+import pytest
+
+from harness.signals import TEARDOWN_NOTICE, Interrupts
+
+
+def _deliver(signum: int) -> None:
+    """Send ``signum`` to this process and let the main thread run its handler."""
+    os.kill(os.getpid(), signum)
+    signal.sigtimedwait([], 0)  # a no-op system call: the handler runs when it returns
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_termination_signal_raises_keyboard_interrupt_naming_itself(signum: int) -> None:
+    with Interrupts() as interrupts, pytest.raises(KeyboardInterrupt):
+        _deliver(signum)
+    assert interrupts.cause() == signal.Signals(signum).name
+
+
+def test_sigterm_interrupts_even_where_the_shell_left_sigint_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A job started with `cmd &` from a script inherits SIGINT ignored; SIGTERM must still stop it.
+    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN)
+    with Interrupts() as interrupts, pytest.raises(KeyboardInterrupt):
+        _deliver(signal.SIGTERM)
+    assert interrupts.cause() == "SIGTERM"
+
+
+def test_inside_asyncio_run_sigterm_cancels_the_main_task_like_ctrl_c() -> None:
+    cancelled = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_later(0.05, os.kill, os.getpid(), signal.SIGTERM)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)  # the task unwinds (its finally blocks run), as for Ctrl-C
+            raise
+
+    with Interrupts(), pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+    assert cancelled == [True]
+
+
+def test_after_the_shield_no_signal_interrupts_and_each_prints_the_notice(capsys) -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    with Interrupts() as interrupts:
+        interrupts.shield()
+        interrupts.shield()  # idempotent
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            _deliver(signum)
+    assert interrupts.received == ["SIGTERM", "SIGHUP", "Ctrl-C"]
+    assert capsys.readouterr().err.count(TEARDOWN_NOTICE) == 3
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_ctrl_c_is_the_cause_when_no_forwarded_signal_came_first() -> None:
+    with Interrupts() as interrupts:
+        interrupts.shield()
+        _deliver(signal.SIGTERM)  # during teardown: not what interrupted the run
+    assert interrupts.cause() == "Ctrl-C"
+
+
+def test_outside_the_main_thread_nothing_is_installed() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    seen = []
+
+    def body() -> None:
+        with Interrupts() as interrupts:
+            interrupts.shield()
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [before]
