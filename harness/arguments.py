@@ -45,6 +45,11 @@ def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None,
                         help=f"mean seconds between nemesis operations (default 10, at least "
                              f"{LIMITS['nemesis_interval'].minimum:g})")
     parser.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
+    parser.add_argument("--recovery-timeout", type=seconds, default=30.0,
+                        help="seconds the final phase waits for a recovered leader, and for each node to catch up "
+                             "(default 30)")
+    parser.add_argument("--leader-timeout", type=seconds, default=30.0,
+                        help="seconds to wait for a first leader before the workload starts (default 30)")
     parser.add_argument("--checkers", default=None, metavar="NAMES",
                         help=f"comma-separated subset of the workload's checkers ({', '.join(CHECKERS)})")
     parser.add_argument("--store", default="store", help="store directory (default ./store)")
@@ -102,6 +107,8 @@ def spec_from_args(
         store=args.store,
         name=args.name,
         op_timeout=args.op_timeout,
+        recovery_timeout=args.recovery_timeout,
+        leader_timeout=args.leader_timeout,
         nemesis_interval=args.nemesis_interval,
         rate=args.rate,
         checkers=checkers,

@@ -97,6 +97,10 @@ class Option:
         if self.choices:
             shown = ", ".join(str(c) for c in self.choices[:12]) + (", ..." if len(self.choices) > 12 else "")
             parts.append(f"one of {shown}")
+        if self.minimum is not None or self.maximum is not None:
+            low = "" if self.minimum is None else f"{self.minimum:g}"
+            high = "" if self.maximum is None else f"{self.maximum:g}"
+            parts.append(f"from {low or '-inf'} to {high or 'inf'}")
         return f"{self.name} ({'; '.join(parts)}): {self.help}"
 
     # -- values ------------------------------------------------------------------------------------

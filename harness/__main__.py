@@ -1,0 +1,7 @@
+"""``python -m harness``: the ``harness`` command, for environments where the script is not on the path."""
+
+import sys
+
+from harness.cli import main
+
+sys.exit(main())
