@@ -177,10 +177,13 @@ class EtcdDB:
             f"mkdir -p {DATA_DIR} {LOG_DIR} {RUN_DIR}\n"
             f"echo \"=== $(date -u +%FT%TZ) starting {node}\" >> {LOG_FILE}\n"
             f"nohup {argv} >> {LOG_FILE} 2>&1 < /dev/null &\n"
-            f"echo $! > {PID_FILE}\n"
+            "launched=$!\n"
+            f"echo $launched > {PID_FILE}\n"
+            # While it starts, the process is this shell's own child, checked by pid alone: its command
+            # line reads empty for an instant while nohup execs etcd, which etcd_pid would take for exit.
             f"i=0; while [ $i -lt {steps} ]; do\n"
-            f"  etcd_pid >/dev/null || {{ echo 'the process exited'; exit 3; }}\n"
-            f"  if ss -Hltn 'sport = :{CLIENT_PORT}' | grep -q .; then echo started; exit 0; fi\n"
+            "  case \"$(ps -o stat= -p $launched 2>/dev/null)\" in Z*|'') echo 'the process exited'; exit 3 ;; esac\n"
+            f"  if ss -Hltn 'sport = :{CLIENT_PORT}' | grep -q . && etcd_pid >/dev/null; then echo started; exit 0; fi\n"
             "  sleep 0.1; i=$((i+1))\n"
             "done\n"
             f"echo 'not listening on port {CLIENT_PORT} after {self.start_timeout:g} s'; exit 4",

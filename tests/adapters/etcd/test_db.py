@@ -82,7 +82,9 @@ def test_setup_uploads_the_binary_then_starts_the_member_in_the_background_and_w
     assert remote.uploads == [("/cache/etcd", BINARY)]
     start = remote.commands[-1]
     assert f"nohup {BINARY} --name n1 " in start and f">> {LOG_FILE} 2>&1 < /dev/null &" in start
-    assert f"echo $! > {PID_FILE}" in start and "sport = :2379" in start
+    assert f"launched=$!\necho $launched > {PID_FILE}" in start and "sport = :2379" in start
+    # While starting it is watched by its own pid (alive, not a zombie), then must pass the identity check.
+    assert "ps -o stat= -p $launched" in start and "grep -q . && etcd_pid >/dev/null; then echo started" in start
 
 
 def test_a_member_that_does_not_start_raises_with_the_tail_of_its_log() -> None:

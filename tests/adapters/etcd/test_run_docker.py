@@ -46,13 +46,15 @@ def test_five_members_under_partition_kill_and_pause_for_60_s_are_valid(
                                       "--nemesis partition,kill,pause --time-limit 60")
     assert test["versions"]["db"]["sha256"] == etcd_binary.sha256
     # The faults were real: kills, partitions and their heals were applied, and kills left members down
-    # (operations failed or went unanswered). A fault aimed at "the leader" when no leader is known (every
-    # member just killed) is recorded as not applied, and that is the only reason a fault may miss.
+    # (operations failed or went unanswered). A fault aimed at "the leader" finds none when every member
+    # was just killed, or finds the one last seen leading already dead: it is recorded as not applied, and
+    # those are the only reasons a fault may miss.
     stats = results["stats"]
     applied, invoked = stats["faults_applied"], stats["faults_invoked"]
     assert all(applied.get(f, 0) >= 1 for f in ("partition", "kill", "start", "heal")), applied
     assert invoked.get("pause", 0) >= 1 and invoked.get("resume", 0) >= 1, invoked
-    assert all("no leader is known" in error for error in stats["fault_errors"]), stats["fault_errors"]
+    assert all("no leader is known" in error or "etcd is not running, so it cannot take SIG" in error
+               for error in stats["fault_errors"]), stats["fault_errors"]
     completed = stats["completed"]
     assert completed.get("ok", 0) > 100 and completed.get("info", 0) + completed.get("fail", 0) > 0, completed
     lines = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
