@@ -206,14 +206,24 @@ class EtcdDB:
         result = remote.run(_pid_function(node) + "etcd_pid", timeout=self.command_timeout, check=False)
         return result.exit_code == 0
 
-    def _signal(self, node: str, remote: Remote, signal: str, *, wait_gone: bool = False,
-                missing_ok: bool) -> None:
-        """Send ``signal`` to the member; a member that does not run is an error unless ``missing_ok``."""
+    def _signal(self, node: str, remote: Remote, signal: str, *, missing_ok: bool) -> None:
+        """Send ``signal`` to the member and wait until it took effect (KILL: the process is gone; STOP:
+        every thread is stopped); a member that does not run is an error unless ``missing_ok``.
+
+        ``kill -STOP`` returns before every thread of a process has stopped: once in 40 pauses a member
+        answered a status 0.3 s afterwards (and read ``T`` after that). The likely cause: the group stop
+        begins when the one thread the kernel handed the signal to takes it, and a thread in an
+        uninterruptible wait (etcd fsyncs its log) takes it only when the wait ends.
+        """
+        steps = int(self.stop_timeout * 10)
         wait = ""
-        if wait_gone:
-            steps = int(self.stop_timeout * 10)
+        if signal == "KILL":
             wait = (f"i=0; while etcd_pid >/dev/null && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
                     "if etcd_pid >/dev/null; then echo 'still running' >&2; exit 3; fi\n")
+        elif signal == "STOP":
+            wait = (f"i=0; until ps -o stat= -p \"$pid\" | grep -q '^T' || [ $i -ge {steps} ]; do "
+                    "sleep 0.1; i=$((i+1)); done\n"
+                    "ps -o stat= -p \"$pid\" | grep -q '^T' || { echo 'not stopped' >&2; exit 3; }\n")
         result = remote.run(
             _pid_function(node)
             + "pid=$(etcd_pid) || { echo 'not running'; exit 0; }\n"
@@ -227,7 +237,7 @@ class EtcdDB:
 
     def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """SIGKILL (a paused member dies too) and wait until it is gone; a dead member stays dead."""
-        self._signal(node, remote, "KILL", wait_gone=True, missing_ok=True)
+        self._signal(node, remote, "KILL", missing_ok=True)
 
     def pause(self, deployment: Deployment, node: str, remote: Remote) -> None:
         self._signal(node, remote, "STOP", missing_ok=False)

@@ -104,6 +104,8 @@ def test_signals_go_only_to_a_pid_whose_command_line_is_this_members_etcd() -> N
     (script,) = remote.commands
     assert f"*' {BINARY} --name n3 '*" in script and "Z*|'') return 1" in script
     assert script.index("pid=$(etcd_pid) ||") < script.index('kill -STOP "$pid"')
+    # It returns once the process is stopped (state T), not when the signal is sent.
+    assert script.index('kill -STOP "$pid"') < script.index("grep -q '^T'")
 
 
 def test_pausing_a_member_that_is_not_running_is_an_error_but_killing_it_is_not() -> None:
