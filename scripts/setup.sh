@@ -19,6 +19,8 @@ log "installing the project and its test dependencies"
 log "Docker engine and node image (container tests, docker platform)"
 bash scripts/install-docker.sh
 bash scripts/build-image.sh
+log "etcd for the etcd DB adapter (fetched on this machine, uploaded to the nodes by each run)"
+bash scripts/install-etcd.sh
 log "Java for Spark"
 bash scripts/install-java.sh
 log "Chromium (report tests in a real browser)"

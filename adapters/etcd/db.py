@@ -1,0 +1,308 @@
+"""The DB adapter for etcd 3.4: one member per node, a static initial cluster, driven over its shell.
+
+**Installation.** The controller holds the etcd binary (Debian's ``etcd-server``, ``adapters.etcd.install``)
+and uploads it to every node as :data:`BINARY`; the node needs nothing else (the binary links only libc,
+which the node image has). A member is started in the background as
+
+    /opt/chaos-etcd/etcd --name n1 --data-dir /var/lib/chaos-etcd
+        --listen-client-urls http://0.0.0.0:2379 --advertise-client-urls http://<n1>:2379
+        --listen-peer-urls http://0.0.0.0:2380 --initial-advertise-peer-urls http://<n1>:2380
+        --initial-cluster n1=http://<n1>:2380,...,n5=http://<n5>:2380 --initial-cluster-state new
+        --initial-cluster-token chaos-harness --heartbeat-interval 100 --election-timeout 1000 --logger zap
+
+with its output appended to :data:`LOG_FILE` (collected as ``etcd.log``). A restart after a kill runs the
+same command: a member whose data directory holds a write-ahead log ignores the ``--initial-*`` flags and
+recovers from it. Teardown kills the member and removes its data, log, pid file and the binary.
+
+**Processes.** Signals go to the pid in :data:`PID_FILE` (kill: SIGKILL, pause: SIGSTOP, resume: SIGCONT),
+and only while ``/proc/<pid>/cmdline`` is this member's etcd (the binary and its ``--name``) and the
+process is not a zombie: a stale pid file or a recycled pid is never signalled. ``start`` returns once
+the client port is bound; etcd answers on it only once the member has joined a quorum, which after a
+restart inside a partition may take until the heal.
+
+**Status** comes from the member's ``/debug/vars`` (Go's expvar, served on the client port): its
+``raft.status`` is the raft node's own state, ``term`` (the *current* term, the one the member votes or
+leads in), ``raftState`` (``StateLeader``, ``StateFollower``, ``StateCandidate``, ``StatePreCandidate``)
+and ``lead`` (the leader's member id, hex). etcd's documented status call, ``/v3/maintenance/status``,
+is not used: its ``raftTerm`` (like every response header's ``raft_term``) is the term of the last entry
+the member *applied*. A member elected in term 5 reports 4 until it has applied an entry of term 5, while
+the leader of term 4, cut off and not yet stepped down, reports 4 too: two leaders "in term 4", a false
+alarm of single-leader-per-term (docs/etcd.md).
+Member ids become names through ``/v3/cluster/member/list`` (served from the member's own view).
+
+**No clock skew.** etcd is a Go program: its runtime reads the clock through the kernel's vDSO, not
+through libc, so libfaketime's ``LD_PRELOAD`` does not move its clock (measured: with ``FAKETIME=-3d``
+``date`` went back three days, etcd's log timestamps did not). The adapter has no ``ClockSkew``, and the
+``clock`` nemesis is refused before anything is deployed.
+
+**No catch-up probe** (``CatchUp``): a linearizable read at a member already waits until that member has
+applied the leader's commit index, so a member that has not caught up answers late or fails, never stale.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from adapters.etcd.client import CLIENT_PORT, LINEARIZABLE, EtcdWorkloadClient, home_member, http_client
+from adapters.etcd.install import EtcdBinary
+from harness.db import Deployment, NodeStartError, StatusError
+
+if TYPE_CHECKING:
+    from nemesis.remote import Remote
+
+PEER_PORT = 2380
+INSTALL_DIR = "/opt/chaos-etcd"
+BINARY = f"{INSTALL_DIR}/etcd"
+DATA_DIR = "/var/lib/chaos-etcd"
+LOG_DIR = "/var/log/chaos-etcd"
+LOG_FILE = f"{LOG_DIR}/etcd.log"
+RUN_DIR = "/var/run/chaos-etcd"
+PID_FILE = f"{RUN_DIR}/etcd.pid"
+CLUSTER_TOKEN = "chaos-harness"
+LOG_TAIL_LINES = 20
+
+ROLES = {"StateLeader": "leader", "StateFollower": "follower", "StateCandidate": "candidate",
+         "StatePreCandidate": "pre-candidate"}
+"""raft's ``raftState`` words -> the status contract's roles."""
+NO_MEMBER = "0"
+"""``lead`` when the member knows no leader (raft.None, printed in hex)."""
+
+
+def _pid_function(node: str) -> str:
+    """A shell function ``etcd_pid`` that prints the member's pid if it is alive and really this member's
+    etcd (not a zombie, not a recycled pid), and fails otherwise. Every command on the process starts
+    with it."""
+    return f"""etcd_pid() {{
+  pid=$(cat {PID_FILE} 2>/dev/null) || return 1
+  [ -n "$pid" ] && [ -r /proc/$pid/cmdline ] || return 1
+  case " $(tr '\\0' ' ' < /proc/$pid/cmdline)" in *' {BINARY} --name {node} '*) ;; *) return 1 ;; esac
+  state=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
+  case "$state" in Z*|'') return 1 ;; esac
+  echo "$pid"
+}}
+"""
+
+
+class EtcdDB:
+    """etcd, one member per data node: DB + Process + Pause + Status + LogFiles + Clients (``register``).
+
+    ``binary`` is the etcd binary on the controller; ``reads`` how the client reads (``linearizable``,
+    etcd's default, or ``serializable``: the deliberately broken variant); ``heartbeat_ms`` and
+    ``election_timeout_ms`` are etcd's ``--heartbeat-interval`` and ``--election-timeout``. ``transport``
+    replaces the network of status requests and clients (tests pass ``httpx.MockTransport``).
+    """
+
+    name = "etcd"
+    workloads = ("register",)
+
+    def __init__(
+        self,
+        binary: EtcdBinary,
+        *,
+        reads: str = LINEARIZABLE,
+        heartbeat_ms: int = 100,
+        election_timeout_ms: int = 1000,
+        start_timeout: float = 20.0,
+        stop_timeout: float = 10.0,
+        command_timeout: float = 60.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.binary = binary
+        self.reads = reads
+        self.heartbeat_ms = heartbeat_ms
+        self.election_timeout_ms = election_timeout_ms
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.command_timeout = command_timeout
+        self.transport = transport
+        self._member_names: dict[str, str] = {}  # raft member id (hex) -> node name
+
+    def version(self) -> dict[str, Any]:
+        """What test.json records: the binary (path, package version, sha256) and how reads are made."""
+        return {**self.binary.to_json(), "reads": self.reads}
+
+    # -- installation ---------------------------------------------------------------------------------
+
+    def command(self, deployment: Deployment, node: str) -> list[str]:
+        """The argv of ``node``'s member."""
+        peers = ",".join(f"{n}={self._url(deployment, n, PEER_PORT)}" for n in deployment.nodes)
+        return [
+            BINARY,
+            "--name", node,
+            "--data-dir", DATA_DIR,
+            "--listen-client-urls", f"http://0.0.0.0:{CLIENT_PORT}",
+            "--advertise-client-urls", self._url(deployment, node, CLIENT_PORT),
+            "--listen-peer-urls", f"http://0.0.0.0:{PEER_PORT}",
+            "--initial-advertise-peer-urls", self._url(deployment, node, PEER_PORT),
+            "--initial-cluster", peers,
+            "--initial-cluster-state", "new",
+            "--initial-cluster-token", CLUSTER_TOKEN,
+            "--heartbeat-interval", str(self.heartbeat_ms),
+            "--election-timeout", str(self.election_timeout_ms),
+            "--logger", "zap",
+        ]
+
+    @staticmethod
+    def _url(deployment: Deployment, node: str, port: int) -> str:
+        return f"http://{deployment.peer_hosts[node]}:{port}"
+
+    def setup(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """Upload the binary and start the member."""
+        remote.run(f"mkdir -p {INSTALL_DIR}", timeout=self.command_timeout)
+        remote.upload(self.binary.path, BINARY)
+        remote.run(f"chmod 755 {BINARY}", timeout=self.command_timeout)
+        self.start(deployment, node, remote)
+
+    def teardown(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """Kill the member (whatever its state) and remove its data, log, pid file and the binary."""
+        try:
+            self.kill(deployment, node, remote)
+        finally:
+            remote.run(f"rm -rf {DATA_DIR} {LOG_DIR} {RUN_DIR} {INSTALL_DIR}", timeout=self.command_timeout)
+
+    # -- the process ----------------------------------------------------------------------------------
+
+    def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """Start the member unless it runs; return once its client port is bound, or raise with the last
+        lines of its log if it exits or does not bind within ``start_timeout``."""
+        argv = shlex.join(self.command(deployment, node))
+        steps = int(self.start_timeout * 10)
+        result = remote.run(
+            _pid_function(node)
+            + "if etcd_pid >/dev/null; then echo running; exit 0; fi\n"
+            f"mkdir -p {DATA_DIR} {LOG_DIR} {RUN_DIR}\n"
+            f"echo \"=== $(date -u +%FT%TZ) starting {node}\" >> {LOG_FILE}\n"
+            f"nohup {argv} >> {LOG_FILE} 2>&1 < /dev/null &\n"
+            "launched=$!\n"
+            f"echo $launched > {PID_FILE}\n"
+            # While it starts, the process is this shell's own child, checked by pid alone: its command
+            # line reads empty for an instant while nohup execs etcd, which etcd_pid would take for exit.
+            f"i=0; while [ $i -lt {steps} ]; do\n"
+            "  case \"$(ps -o stat= -p $launched 2>/dev/null)\" in Z*|'') echo 'the process exited'; exit 3 ;; esac\n"
+            f"  if ss -Hltn 'sport = :{CLIENT_PORT}' | grep -q . && etcd_pid >/dev/null; then echo started; exit 0; fi\n"
+            "  sleep 0.1; i=$((i+1))\n"
+            "done\n"
+            f"echo 'not listening on port {CLIENT_PORT} after {self.start_timeout:g} s'; exit 4",
+            timeout=self.start_timeout + self.command_timeout,
+            check=False,
+        )
+        if result.exit_code != 0:
+            reason = result.stdout.strip() or result.stderr.strip() or f"exit code {result.exit_code}"
+            raise NodeStartError(f"{node}: etcd did not start ({reason}); {self._log_tail(remote)}")
+
+    def _log_tail(self, remote: Remote) -> str:
+        try:
+            tail = remote.run(f"tail -n {LOG_TAIL_LINES} {LOG_FILE}", timeout=self.command_timeout, check=False)
+        except Exception as exc:  # noqa: BLE001 - the tail is a courtesy; its absence must not hide the cause
+            return f"its log {LOG_FILE} could not be read: {exc}"
+        return f"last lines of {LOG_FILE}:\n{tail.stdout.rstrip() or '(empty)'}"
+
+    def is_running(self, deployment: Deployment, node: str, remote: Remote) -> bool:
+        """Whether the member's process is alive (a paused one is)."""
+        result = remote.run(_pid_function(node) + "etcd_pid", timeout=self.command_timeout, check=False)
+        return result.exit_code == 0
+
+    def _signal(self, node: str, remote: Remote, signal: str, *, missing_ok: bool) -> None:
+        """Send ``signal`` to the member and wait until it took effect (KILL: the process is gone; STOP:
+        every thread is stopped); a member that does not run is an error unless ``missing_ok``.
+
+        ``kill -STOP`` returns before every thread of a process has stopped: once in 40 pauses a member
+        answered a status 0.3 s afterwards (and read ``T`` after that). The likely cause: the group stop
+        begins when the one thread the kernel handed the signal to takes it, and a thread in an
+        uninterruptible wait (etcd fsyncs its log) takes it only when the wait ends.
+        """
+        steps = int(self.stop_timeout * 10)
+        wait = ""
+        if signal == "KILL":
+            wait = (f"i=0; while etcd_pid >/dev/null && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
+                    "if etcd_pid >/dev/null; then echo 'still running' >&2; exit 3; fi\n")
+        elif signal == "STOP":
+            wait = (f"i=0; until ps -o stat= -p \"$pid\" | grep -q '^T' || [ $i -ge {steps} ]; do "
+                    "sleep 0.1; i=$((i+1)); done\n"
+                    "ps -o stat= -p \"$pid\" | grep -q '^T' || { echo 'not stopped' >&2; exit 3; }\n")
+        result = remote.run(
+            _pid_function(node)
+            + "pid=$(etcd_pid) || { echo 'not running'; exit 0; }\n"
+            + f"kill -{signal} \"$pid\"\n"
+            + wait
+            + "echo sent",
+            timeout=self.stop_timeout + self.command_timeout,
+        )
+        if result.stdout.strip().endswith("not running") and not missing_ok:
+            raise RuntimeError(f"{node}: etcd is not running, so it cannot take SIG{signal}")
+
+    def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """SIGKILL (a paused member dies too) and wait until it is gone; a dead member stays dead."""
+        self._signal(node, remote, "KILL", missing_ok=True)
+
+    def pause(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        self._signal(node, remote, "STOP", missing_ok=False)
+
+    def resume(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        self._signal(node, remote, "CONT", missing_ok=False)
+
+    def log_files(self, deployment: Deployment, node: str) -> dict[str, str]:
+        return {LOG_FILE: "etcd.log"}
+
+    # -- clients and status ---------------------------------------------------------------------------
+
+    def client_urls(self, deployment: Deployment) -> dict[str, str]:
+        """Where the controller reaches each member's gateway."""
+        return {n: f"http://{deployment.client_hosts[n]}:{CLIENT_PORT}" for n in deployment.nodes}
+
+    async def open_client(self, deployment: Deployment, process: int, timeout: float) -> EtcdWorkloadClient:
+        """A client for one logical process, at home on member ``nodes[process % N]``."""
+        return EtcdWorkloadClient(self.client_urls(deployment), home_member(deployment.nodes, process),
+                                  reads=self.reads, timeout=timeout, transport=self.transport)
+
+    async def status(self, deployment: Deployment, node: str, timeout: float) -> dict[str, Any]:
+        """The member's raft state from ``/debug/vars`` (module docstring, "Status"), on a connection of
+        its own so that a paused member's stuck connection never delays the next poll."""
+        url = self.client_urls(deployment)[node]
+        async with http_client(timeout, self.transport) as http:
+            try:
+                answer = await http.get(f"{url}/debug/vars")
+                raft = answer.json().get("raft.status") if answer.status_code == 200 else None
+                if not isinstance(raft, Mapping):
+                    raise StatusError(f"no raft.status in /debug/vars (HTTP {answer.status_code})", definite=True)
+                self._member_names[str(raft.get("id"))] = node
+                lead = str(raft.get("lead", NO_MEMBER))
+                if lead != NO_MEMBER and lead not in self._member_names:
+                    await self._learn_members(http, url)
+            except httpx.ConnectError as exc:
+                raise StatusError(f"connection refused: {exc}", definite=True) from None
+            except httpx.TimeoutException:
+                raise StatusError(f"no answer within {timeout:g} s", definite=False) from None
+            except (httpx.TransportError, ValueError) as exc:
+                raise StatusError(f"{type(exc).__name__}: {exc}", definite=False) from None
+        return status_of(node, raft, self._member_names)
+
+    async def _learn_members(self, http: httpx.AsyncClient, url: str) -> None:
+        """Member id -> name for every member this member knows (ids in decimal there, hex in raft)."""
+        answer = await http.post(f"{url}/v3/cluster/member/list", json={})
+        self._member_names.update(member_names(answer.json()))
+
+
+def member_names(member_list: Mapping[str, Any]) -> dict[str, str]:
+    """``/v3/cluster/member/list``'s answer as raft member id (hex, as ``raft.status`` prints it) -> name;
+    a member that has not published its name yet is left out."""
+    return {format(int(m["ID"]), "x"): m["name"] for m in member_list.get("members") or [] if m.get("name")}
+
+
+def status_of(node: str, raft: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """A ``raft.status`` object as the status contract's fields (``harness.db.STATUS_FIELDS``)."""
+    state = str(raft.get("raftState", ""))
+    lead = str(raft.get("lead", NO_MEMBER))
+    term = raft.get("term")
+    return {
+        "node": node,
+        "role": ROLES.get(state, state.removeprefix("State").lower() or "unknown"),
+        "term": term if isinstance(term, int) and not isinstance(term, bool) else None,
+        "leader": None if lead == NO_MEMBER else names.get(lead),
+        "commit_lsn": None,
+        "last_lsn": None,
+    }

@@ -1,0 +1,209 @@
+"""The etcd adapter without containers: the member's argv, the shell commands it sends, status from
+``raft.status`` (the current term, roles, leader names), and what it can and cannot take."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.etcd.db import BINARY, DATA_DIR, LOG_FILE, PID_FILE, EtcdDB, member_names, status_of
+from adapters.etcd.install import EtcdBinary
+from harness.db import (
+    CatchUp,
+    Clients,
+    ClockSkew,
+    Deployment,
+    LogFiles,
+    MissingCapability,
+    NodeStartError,
+    Pause,
+    Process,
+    Status,
+    StatusError,
+    check_capabilities,
+    not_applicable,
+)
+from nemesis.remote import CommandResult
+
+NODES = ("n1", "n2", "n3")
+DEPLOYMENT = Deployment(NODES, {n: f"peer-{n}" for n in NODES}, {n: f"10.9.0.{i}" for i, n in enumerate(NODES, 1)})
+BINARY_ON_CONTROLLER = EtcdBinary(Path("/cache/etcd"), "etcd-server 3.4.23", "ab" * 32)
+
+
+def _db(handler: Callable[[httpx.Request], httpx.Response] | None = None, **options: Any) -> EtcdDB:
+    transport = httpx.MockTransport(handler) if handler is not None else None
+    return EtcdDB(BINARY_ON_CONTROLLER, transport=transport, **options)
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    return dict(zip(argv[1::2], argv[2::2], strict=True))
+
+
+def test_each_member_starts_with_the_whole_static_cluster_and_its_own_urls() -> None:
+    argv = _db(heartbeat_ms=50, election_timeout_ms=500).command(DEPLOYMENT, "n2")
+    assert argv[0] == BINARY
+    flags = _flags(argv)
+    assert flags["--name"] == "n2" and flags["--data-dir"] == DATA_DIR
+    assert flags["--initial-cluster"] == (
+        "n1=http://peer-n1:2380,n2=http://peer-n2:2380,n3=http://peer-n3:2380")
+    assert flags["--initial-advertise-peer-urls"] == "http://peer-n2:2380"
+    assert flags["--advertise-client-urls"] == "http://peer-n2:2379"
+    assert flags["--listen-client-urls"] == "http://0.0.0.0:2379"
+    assert flags["--initial-cluster-state"] == "new"
+    assert (flags["--heartbeat-interval"], flags["--election-timeout"]) == ("50", "500")
+
+
+class RecordingRemote:
+    """A Remote that records every command and upload, and answers from a function of the command."""
+
+    name = "n1"
+
+    def __init__(self, answer: Callable[[str], CommandResult] = lambda cmd: CommandResult(0, "sent\n", "")) -> None:
+        self.commands: list[str] = []
+        self.uploads: list[tuple[str, str]] = []
+        self.answer = answer
+
+    def run(self, cmd: str, *, timeout: float | None = None, check: bool = True, user: str | None = None) -> CommandResult:
+        self.commands.append(cmd)
+        return self.answer(cmd)
+
+    def upload(self, local_path: Any, remote_path: str) -> None:
+        self.uploads.append((str(local_path), remote_path))
+
+
+def test_setup_uploads_the_binary_then_starts_the_member_in_the_background_and_waits_for_its_port() -> None:
+    remote = RecordingRemote(lambda cmd: CommandResult(0, "started\n", ""))
+    _db().setup(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
+    assert remote.uploads == [("/cache/etcd", BINARY)]
+    start = remote.commands[-1]
+    assert f"nohup {BINARY} --name n1 " in start and f">> {LOG_FILE} 2>&1 < /dev/null &" in start
+    assert f"launched=$!\necho $launched > {PID_FILE}" in start and "sport = :2379" in start
+    # While starting it is watched by its own pid (alive, not a zombie), then must pass the identity check.
+    assert "ps -o stat= -p $launched" in start and "grep -q . && etcd_pid >/dev/null; then echo started" in start
+
+
+def test_a_member_that_does_not_start_raises_with_the_tail_of_its_log() -> None:
+    def answer(cmd: str) -> CommandResult:
+        if cmd.startswith("tail"):
+            return CommandResult(0, "member n1 has already been bootstrapped\n", "")
+        return CommandResult(3, "the process exited\n", "")
+
+    with pytest.raises(NodeStartError, match="(?s)etcd did not start \\(the process exited\\).*already been bootstrapped"):
+        _db().start(DEPLOYMENT, "n1", RecordingRemote(answer))  # type: ignore[arg-type]
+
+
+def test_signals_go_only_to_a_pid_whose_command_line_is_this_members_etcd() -> None:
+    remote = RecordingRemote()
+    db = _db()
+    db.pause(DEPLOYMENT, "n3", remote)  # type: ignore[arg-type]
+    (script,) = remote.commands
+    assert f"*' {BINARY} --name n3 '*" in script and "Z*|'') return 1" in script
+    assert script.index("pid=$(etcd_pid) ||") < script.index('kill -STOP "$pid"')
+    # It returns once the process is stopped (state T), not when the signal is sent.
+    assert script.index('kill -STOP "$pid"') < script.index("grep -q '^T'")
+
+
+def test_pausing_a_member_that_is_not_running_is_an_error_but_killing_it_is_not() -> None:
+    remote = RecordingRemote(lambda cmd: CommandResult(0, "not running\n", ""))
+    db = _db()
+    db.kill(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="n1: etcd is not running, so it cannot take SIGSTOP"):
+        db.pause(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
+
+
+def test_teardown_wipes_data_log_and_binary_even_when_the_kill_fails() -> None:
+    def answer(cmd: str) -> CommandResult:
+        if "kill -KILL" in cmd:
+            raise RuntimeError("n1: exec failed")
+        return CommandResult(0, "", "")
+
+    remote = RecordingRemote(answer)
+    with pytest.raises(RuntimeError, match="exec failed"):
+        _db().teardown(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
+    assert remote.commands[-1].startswith("rm -rf ") and DATA_DIR in remote.commands[-1]
+
+
+RAFT_LEADER = {"id": "a1", "term": 7, "vote": "a1", "commit": 40, "lead": "a1", "raftState": "StateLeader",
+               "applied": 40, "progress": {}, "leadtransferee": "0"}
+
+
+def test_status_is_the_raft_nodes_current_term_role_and_leader_by_name() -> None:
+    names = {"a1": "n1", "b2": "n2"}
+    assert status_of("n1", RAFT_LEADER, names) == {
+        "node": "n1", "role": "leader", "term": 7, "leader": "n1", "commit_lsn": None, "last_lsn": None}
+    follower = {**RAFT_LEADER, "id": "b2", "raftState": "StateFollower", "term": 8, "lead": "0"}
+    assert status_of("n2", follower, names)["role"] == "follower"
+    assert status_of("n2", follower, names)["leader"] is None
+    assert status_of("n2", {**follower, "raftState": "StatePreCandidate"}, names)["role"] == "pre-candidate"
+    assert status_of("n2", {**follower, "lead": "ff"}, names)["leader"] is None  # an id nobody named
+
+
+def test_member_ids_are_decimal_in_the_member_list_and_hex_in_raft() -> None:
+    listing = {"members": [{"ID": "15101859335780327642", "name": "n1"}, {"ID": "17", "name": ""}]}
+    assert member_names(listing) == {"d194950d851a60da": "n1"}
+
+
+def _vars_and_members(raft: dict[str, Any], members: list[dict[str, str]]) -> Callable[[httpx.Request], httpx.Response]:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/debug/vars":
+            return httpx.Response(200, json={"cmdline": ["etcd"], "raft.status": raft})
+        if request.url.path == "/v3/cluster/member/list":
+            return httpx.Response(200, json={"header": {}, "members": members})
+        return httpx.Response(404)
+
+    return handler
+
+
+def test_status_asks_debug_vars_and_learns_the_leaders_name_from_the_member_list() -> None:
+    raft = {**RAFT_LEADER, "id": "b", "raftState": "StateFollower", "lead": "c"}
+    db = _db(_vars_and_members(raft, [{"ID": "11", "name": "n2"}, {"ID": "12", "name": "n3"}]))
+    status = asyncio.run(db.status(DEPLOYMENT, "n2", 1.0))
+    assert status["role"] == "follower" and status["term"] == 7 and status["leader"] == "n3"
+
+
+def test_a_status_that_cannot_be_had_says_whether_the_member_certainly_did_not_answer() -> None:
+    def refused(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+
+    def slow(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out")
+
+    with pytest.raises(StatusError) as down:
+        asyncio.run(_db(refused).status(DEPLOYMENT, "n1", 1.0))
+    assert down.value.definite
+    with pytest.raises(StatusError) as paused:
+        asyncio.run(_db(slow).status(DEPLOYMENT, "n1", 1.0))
+    assert not paused.value.definite
+    with pytest.raises(StatusError, match="no raft.status"):
+        asyncio.run(_db(lambda r: httpx.Response(200, json={"cmdline": []})).status(DEPLOYMENT, "n1", 1.0))
+
+
+def test_capabilities_everything_but_clock_skew_and_catch_up_and_every_checker_applies() -> None:
+    db = _db()
+    for capability in (Clients, Process, Pause, Status, LogFiles):
+        assert isinstance(db, capability), capability.__name__
+    assert not isinstance(db, ClockSkew) and not isinstance(db, CatchUp)
+    check_capabilities(db, ("partition", "kill", "pause"), workload="register")
+    with pytest.raises(MissingCapability, match="'clock' nemesis needs the DB capability ClockSkew"):
+        check_capabilities(db, ("clock",), workload="register")
+    with pytest.raises(MissingCapability, match="runs the workloads register, not 'queue'"):
+        check_capabilities(db, (), workload="queue")
+    assert not_applicable(db) == {}
+    assert db.log_files(DEPLOYMENT, "n1") == {LOG_FILE: "etcd.log"}
+
+
+def test_clients_are_at_home_on_a_member_chosen_by_process_id() -> None:
+    db = _db(reads="serializable")
+
+    async def homes() -> list[tuple[str, str]]:
+        clients = [await db.open_client(DEPLOYMENT, p, 2.0) for p in (0, 1, 5)]
+        for client in clients:
+            await client.close()
+        return [(c.home, c.reads) for c in clients]
+
+    assert asyncio.run(homes()) == [("n1", "serializable"), ("n2", "serializable"), ("n3", "serializable")]
