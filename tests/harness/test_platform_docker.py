@@ -19,7 +19,7 @@ from harness.platforms.docker import (
     remove_run,
 )
 from harness.topology import topology
-from tests.harness.conftest import session_run_id
+from tests.conftest import session_run_id
 from tests.harness.node_probes import tcp_reachable, wait_for_sshd
 
 StartPlatform = Callable[..., DockerPlatform]

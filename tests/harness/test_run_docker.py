@@ -14,31 +14,16 @@ from docker.client import DockerClient
 from checkers.history import load_history, load_journals
 from harness import run as run_module
 from harness.interpreter import Interpreter
-from harness.platforms import docker as docker_platform
 from harness.platforms.docker import LABEL_RUN, DockerPlatform
 from harness.run import run
 from harness.spec import TestSpec
 from nemesis import grudge
 from nemesis.faults import Kill, Partition, Pause, Start
 from nemesis.generator import ScheduledFault
-from tests.harness.conftest import session_run_id
 
 pytestmark = pytest.mark.docker
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
-
-
-@pytest.fixture
-def run_ids(monkeypatch) -> list[str]:
-    """Platforms started by `run` get run ids of this test session (checked for leftovers at its end)."""
-    ids: list[str] = []
-
-    def new_run_id() -> str:
-        ids.append(session_run_id())
-        return ids[-1]
-
-    monkeypatch.setattr(docker_platform, "new_run_id", new_run_id)
-    return ids
 
 
 def _leftovers(client: DockerClient, run_id: str) -> list[str]:

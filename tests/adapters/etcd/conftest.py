@@ -1,14 +1,11 @@
-"""The container fixtures of ``tests/harness/`` (engine, node image, platforms, leftover check, the run ids
-of runs started through ``harness.run``) for the etcd adapter's ``docker`` tests, and the etcd binary
-they upload."""
+"""The etcd binary the etcd adapter's ``docker`` tests upload (the container fixtures are the suite's,
+``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from adapters.etcd.install import EtcdBinary, EtcdInstallError, find_binary
-from tests.harness.conftest import docker_engine, one_node, start_platform  # noqa: F401 - fixtures
-from tests.harness.test_run_docker import run_ids  # noqa: F401 - fixture
 
 
 @pytest.fixture(scope="session")

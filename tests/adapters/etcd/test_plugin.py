@@ -42,7 +42,8 @@ def test_etcd_is_found_through_its_entry_point_and_listed_with_its_options(capsy
     assert code == 0
     assert "etcd 3.4 (Debian's etcd-server)" in output
     assert "--db-opt reads (str; default linearizable; one of linearizable, serializable)" in output
-    for option in ("binary (str)", "heartbeat_interval (int; default 100)", "election_timeout (int; default 1000)"):
+    for option in ("binary (str)", "heartbeat_interval (int; default 100; from 10 to 10000)",
+                   "election_timeout (int; default 1000; from 50 to 50000)"):
         assert f"--db-opt {option}" in output
 
 
