@@ -143,6 +143,12 @@ def compose(spec: TestSpec, db: DB | None = None) -> Composition:
         check_capabilities(db, packages, workload=spec.workload)
     except MissingCapability as exc:
         raise ConfigError(str(exc)) from None
+    preflight = getattr(db, "preflight", None)
+    if callable(preflight) and spec.platform != "sim":
+        try:
+            preflight()
+        except ValueError as exc:
+            raise ConfigError(f"the {plugin.name} DB: {exc}") from None
     try:
         workload = make_workload(spec.workload, rng_for(spec.seed, "workload"), rate=spec.rate)
     except ValueError as exc:

@@ -21,9 +21,12 @@ capability     methods                               needed by
 =============  ====================================  ==========================================
 
 Optional attributes: ``version()`` (what ``test.json`` records about the installed system; default
-nothing), ``image`` (a derived node image the adapter needs on Docker; ``--image`` overrides it) and
-``not_applicable`` (checker name -> why it cannot judge this system, e.g. ``{"lsn-monotonicity": "the
-system exposes no sequence numbers"}``: reported as not applicable, never as unknown).
+nothing), ``image`` (a derived node image the adapter needs on Docker; ``--image`` overrides it),
+``preflight()`` (what the adapter needs on the controller, checked before anything is deployed: it raises
+``ValueError`` with one sentence), ``not_applicable`` (checker name -> why it cannot judge this system,
+e.g. ``{"lsn-monotonicity": "the system exposes no sequence numbers"}``: reported as not applicable,
+never as unknown) and ``impossible`` (capability name -> why the system cannot have it, e.g.
+``{"ClockSkew": "a Go binary reads the clock without libc"}``: said when a test asks for it).
 
 **Status** (:data:`STATUS_FIELDS`, the ``value`` of an ``ok`` ``status`` operation in the history):
 ``role`` is ``"leader"`` when the node believes it leads, else ``"follower"``, ``"candidate"`` or another
@@ -340,13 +343,16 @@ def check_capabilities(db: object, nemeses: Iterable[str], *, workload: str | No
                 f"the {name!r} DB adapter's client runs the workloads {', '.join(db.workloads) or 'none'}, "
                 f"not {workload!r}"
             )
+    impossible = dict(getattr(db, "impossible", None) or {})
     for nemesis in nemeses:
         for capability in NEMESIS_CAPABILITIES.get(nemesis, ()):
             if not isinstance(db, capability):
+                why = impossible.get(capability.__name__)
+                remedy = (f"drop {nemesis!r} from --nemesis ({name} cannot have it: {why})" if why else
+                          f"drop {nemesis!r} from --nemesis or add {capability.__name__} to the adapter")
                 raise MissingCapability(
                     f"the {nemesis!r} nemesis needs the DB capability {capability.__name__} "
-                    f"({CAPABILITY_METHODS[capability]}), which the {name!r} DB adapter does not have; "
-                    f"drop {nemesis!r} from --nemesis or add {capability.__name__} to the adapter"
+                    f"({CAPABILITY_METHODS[capability]}), which the {name!r} DB adapter does not have; {remedy}"
                 )
 
 
