@@ -499,8 +499,10 @@ def load_history(
     keep_events: bool = True,
     deadline: float | None = None,
     clock: Callable[[], float] = _time.monotonic,
+    independent: str = "auto",
 ) -> History:
-    """Read and validate a history file: ours (``history.jsonl``), or Jepsen's (``checkers.jepsen``).
+    """Read and validate a history file: ours (``history.jsonl``), or Jepsen's (``checkers.jepsen``,
+    where ``independent`` says whether values are ``[key value]`` tuples: ``auto``, ``yes``, ``no``).
 
     ``keep_events=False`` is the low-memory form (operations only). ``deadline`` (on ``clock``) raises
     :class:`LoadTimeout` once passed.
@@ -512,7 +514,7 @@ def load_history(
     else:
         from checkers.jepsen import read_jepsen
 
-        raws = read_jepsen(path, kind)
+        raws = read_jepsen(path, kind, independent=independent)
     return build_history(raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock)
 
 

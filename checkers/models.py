@@ -12,19 +12,20 @@ How a model reads each completion type (FORMATS.md; Porcupine's ``Model``, Knoss
 * ``info`` (timeout, lost connection, no completion at all): the operation may have taken effect at any
   point after its invoke, or never. Its output is unknown, so the model only applies its effect. The
   checker gives it no return time; "never" is the same as "after every other operation".
-* ``fail``: the operation did not happen, and is left out, with one exception: a compare-and-set whose
-  precondition did not hold. That cas *executed* and returned false, which says something: at the point
-  where it took effect the register did not hold the expected value. These spellings mean that:
+* ``fail``: the operation did not happen, and is left out, with one exception: a compare-and-set that
+  *executed* and returned false because its precondition did not hold. That says something: at the
+  point where it took effect the register did not hold the expected value. Only an explicit error says
+  so (:data:`CAS_RETURNED_FALSE_ERRORS`):
 
-  - error ``"cas-mismatch"``: the bundled cluster's code for it (``cluster.core.errors``), and
-    ``"precondition-failed"``, the same meaning under another common name;
-  - no error at all: Jepsen's etcd client records a cas that returned false as ``:fail`` with no reason,
-    and Porcupine's etcd model reads it as "executed, returned false" (Knossos drops it instead). The
-    Porcupine corpus (``../shared/corpora/porcupine``) is recorded this way. Reading it as executed is
-    the stronger check: it also catches a database that reports a mismatch while holding the expected
-    value. (Dropping these operations changes none of the corpus's 108 verdicts.)
+  - ``"cas-mismatch"``: the bundled cluster's code for it (``cluster.core.errors``);
+  - ``"precondition-failed"``: the same meaning under another common name.
 
-  Any other error on a ``fail`` (``not-leader``, ``no-quorum``, ...) is definite: it did not happen.
+  A ``fail`` cas with no error, or any other error (``not-leader``, ``no-quorum``, ...), did not happen
+  and is dropped, as Knossos drops every ``:fail``: this never raises a false alarm on a correct
+  history. (Jepsen's etcd client records a cas that returned false as ``:fail`` with no reason, and
+  Porcupine's etcd model reads that as "executed, returned false"; reading it as "did not happen" is
+  weaker but never wrong, and changes none of the Porcupine corpus's verdicts.) A Jepsen client that
+  wants the stronger check records such a cas as ``{:type :fail, :error :cas-mismatch}``.
   A ``fail`` read, get or consume did nothing and is left out.
 
 A model turns each operation into a :class:`Transition` once (``prepare``): a function from state to the
@@ -64,9 +65,9 @@ class _Rejected:
 REJECTED: Final = _Rejected()
 
 # A fail with one of these errors is a cas that executed and returned false (module docstring):
-# no error (Jepsen's convention, as in the corpus), "precondition-failed", and "cas-mismatch" (the bundled
-# cluster's code for a committed cas whose register did not hold the expected value).
-CAS_RETURNED_FALSE_ERRORS: Final = frozenset({None, "precondition-failed", "cas-mismatch"})
+# "precondition-failed", and "cas-mismatch" (the bundled cluster's code for a committed cas whose register
+# did not hold the expected value). A fail without an error did not happen.
+CAS_RETURNED_FALSE_ERRORS: Final = frozenset({"precondition-failed", "cas-mismatch"})
 
 
 class ModelError(ValueError):
