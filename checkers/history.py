@@ -33,7 +33,7 @@ from __future__ import annotations
 import gc
 import os
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,36 +256,25 @@ def _json_object(text: str | bytes, required: Sequence[str], source: str, number
     return raw
 
 
-def decode_lines(lines: Iterable[str | bytes], source: str) -> Iterator[dict[str, Any]]:
-    """Decode history lines (our JSONL) one at a time into JSON objects."""
-    decode = _DECODER.decode
-    for number, text in enumerate(lines, start=1):
-        try:
-            raw = decode(text)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            raw = _decode(text, source, number)  # raises, with the reason
-        if raw.__class__ is not dict:
-            raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")
-        yield raw
-
-
 def build_history(
-    raws: Iterable[dict[str, Any]],
+    raws: Iterable[dict[str, Any]] | Iterable[str | bytes],
     source: str = "history.jsonl",
     *,
     keep_events: bool = True,
     deadline: float | None = None,
     clock: Callable[[], float] = _time.monotonic,
+    decoded: bool = True,
 ) -> History:
-    """Validate decoded events (one JSON object per line, in file order) and pair them into operations.
+    """Validate events (one JSON object per line, in file order) and pair them into operations.
 
-    ``keep_events=False`` keeps only the operations (the low-memory form every checker can use).
-    ``deadline`` (on ``clock``) raises :class:`LoadTimeout` when passed while reading.
+    ``raws`` are decoded objects, or with ``decoded=False`` the JSON lines themselves (decoded here,
+    one at a time). ``keep_events=False`` keeps only the operations (the low-memory form every checker
+    can use). ``deadline`` (on ``clock``) raises :class:`LoadTimeout` when passed while reading.
     """
     collecting = gc.isenabled()
     gc.disable()  # millions of long-lived small objects: the cyclic collector would rescan them for nothing
     try:
-        return _build(raws, source, keep_events, deadline, clock)
+        return _build(raws, source, keep_events, deadline, clock, decoded)
     finally:
         if collecting:
             gc.enable()
@@ -295,11 +284,12 @@ _Invoke = tuple  # (index, time, f, key, value, node, extra, line, id, process)
 
 
 def _build(
-    raws: Iterable[dict[str, Any]],
+    raws: Iterable[Any],
     source: str,
     keep_events: bool,
     deadline: float | None,
     clock: Callable[[], float],
+    decoded: bool,
 ) -> History:
     outstanding: dict[int | str, _Invoke] = {}
     crashed: dict[int | str, int] = {}  # process -> line of its info completion
@@ -310,9 +300,17 @@ def _build(
     ordered = True
     last_time = -1
     number = 0
+    decode = _DECODER.decode
     for number, raw in enumerate(raws, start=1):
         if deadline is not None and not number % _DEADLINE_EVERY and clock() > deadline:
             raise LoadTimeout(source, number)
+        if not decoded:
+            try:
+                raw = decode(raw)
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                raw = _decode(raw, source, number)  # raises, with the reason
+            if raw.__class__ is not dict:
+                raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")
         try:
             index = raw["index"]
             time = raw["time"]
@@ -396,9 +394,24 @@ def _build(
                 number,
                 f"completion key {key!r} does not match its invoke's {invoke[3]!r} (line {invoke[7]})",
             )
-        if kind == "info" and process != NEMESIS:
+        if process == NEMESIS:
+            _complete(nemesis, invoke, kind, index, time, value, (node, lsn, error))
+            continue
+        i_index, i_time, _, _, i_value, i_node, extra, _, op_id, _ = invoke
+        if kind == "ok":
+            if i_value is None and f not in READ_LIKE:
+                i_value = value  # some recorders put a write's value only on its completion
+            client[op_id] = Operation(
+                op_id, process, f, key, i_value, value, kind, i_time, time, i_index, index, node or i_node, lsn,
+                error, extra,
+            )
+            continue
+        if kind == "info":
             crashed[process] = number
-        _complete(nemesis if process == NEMESIS else client, invoke, kind, index, time, value, (node, lsn, error))
+        client[op_id] = Operation(
+            op_id, process, f, key, i_value, None, kind, i_time, time if kind == "fail" else None, i_index,
+            index, node or i_node, lsn, error, extra,
+        )
     for invoke in outstanding.values():
         _complete(nemesis if invoke[9] == NEMESIS else client, invoke, None, None, None, None, None)
     ops: tuple[Operation, ...] = tuple(client)  # type: ignore[arg-type] - every slot is completed now
@@ -466,21 +479,17 @@ def parse_history(
     lines: Iterable[str | bytes], source: str = "history.jsonl", *, keep_events: bool = True
 ) -> History:
     """Validate history lines (our JSONL) and pair them into operations."""
-    return build_history(decode_lines(lines, source), source, keep_events=keep_events)
+    return build_history(lines, source, keep_events=keep_events, decoded=False)
 
 
-def _open_lines(path: Path) -> Iterator[bytes]:
+def _open(path: Path) -> Any:
+    """``path`` opened for reading bytes (its lines end in ``\n``, which the JSON decoder skips)."""
     try:
-        handle = path.open("rb")
+        return path.open("rb", buffering=1 << 20)
     except FileNotFoundError:
         raise HistoryError(str(path), None, "no such file") from None
     except IsADirectoryError:
         raise HistoryError(str(path), None, "is a directory, not a history file") from None
-    with handle:
-        for line in handle:
-            if line.endswith(b"\n"):
-                line = line[:-1]
-            yield line
 
 
 def format_of(path: str | os.PathLike[str], format: str = "auto") -> str:
@@ -509,13 +518,15 @@ def load_history(
     """
     path = Path(path)
     kind = format_of(path, format)
-    if kind == "jsonl":
-        raws: Iterable[dict[str, Any]] = decode_lines(_open_lines(path), str(path))
-    else:
+    if kind != "jsonl":
         from checkers.jepsen import read_jepsen
 
         raws = read_jepsen(path, kind, independent=independent)
-    return build_history(raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock)
+        return build_history(raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock)
+    with _open(path) as handle:
+        return build_history(
+            handle, str(path), keep_events=keep_events, deadline=deadline, clock=clock, decoded=False
+        )
 
 
 def _lines(path: Path) -> list[str]:

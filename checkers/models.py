@@ -84,9 +84,12 @@ class _AnyState:
 ANY_STATE: Final = _AnyState()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Transition:
     """One operation as the checker applies it: ``apply(state, arg)`` is the next state or REJECTED.
+
+    Never changed once made (not frozen only because a frozen dataclass takes twice as long to create,
+    and a history has one transition per operation).
 
     ``pure``: the transition never changes any state (module docstring). ``needs``: for a pure
     transition accepted in exactly one state (a read accepts only the value it returned), that state; the
@@ -302,14 +305,34 @@ class RegisterModel(KeyedModel):
             raise self._unknown(op)
         return _register_transition(self, op, read_absent=None)
 
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        if type(self).prepare is not RegisterModel.prepare:  # a subclass with operations of its own
+            return super().prepare_group(ops)
+        reads: dict[Any, Transition] = {}
+        functions = self.functions
+        out: list[Transition | None] = []
+        for op in ops:
+            if op.f not in functions:
+                raise self._unknown(op)
+            out.append(_register_transition(self, op, None, reads))
+        return out
 
-def _register_transition(model: KeyedModel, op: Operation, read_absent: Any) -> Transition | None:
+
+def _register_transition(
+    model: KeyedModel, op: Operation, read_absent: Any, reads: dict[Any, Transition] | None = None
+) -> Transition | None:
+    """``op`` as a register transition; ``reads`` shares one transition among the reads of one value."""
     f, kind = op.f, op.type
     if f == "read" or f == "get":
         if kind != "ok":
             return None  # a failed or indeterminate read changed nothing
         output = read_absent if op.output is None else freeze(op.output)
-        return Transition(_read, output, pure=True, needs=output)
+        if reads is None:
+            return Transition(_read, output, pure=True, needs=output)
+        shared = reads.get(output)
+        if shared is None:
+            shared = reads[output] = Transition(_read, output, pure=True, needs=output)
+        return shared
     if f == "write" or f == "put":
         if kind == "fail":
             return None
