@@ -543,10 +543,40 @@ def _lines(path: Path) -> list[str]:
     return lines
 
 
-def parse_journal(lines: Iterable[str], source: str = "journal.jsonl") -> list[JournalEvent]:
-    """Validate one node's journal lines: JSON objects, required fields, one node, ``seq`` 0, 1, 2, ..."""
+# The journal events the checkers read (FORMATS.md: `role` and `apply`; `start` resets a node's apply
+# order); ``compact`` loading keeps only these.
+CHECKED_JOURNAL_EVENTS = frozenset({"start", "role", "apply"})
+
+
+def parse_journal(
+    lines: Iterable[str | bytes],
+    source: str = "journal.jsonl",
+    *,
+    compact: bool = False,
+    shared: dict[Any, dict[str, Any]] | None = None,
+) -> list[JournalEvent]:
+    """Validate one node's journal lines: JSON objects, required fields, one node, ``seq`` 0, 1, 2, ...
+
+    ``compact`` keeps only :data:`CHECKED_JOURNAL_EVENTS` (every line is still validated), and an
+    ``apply`` whose fields equal those of an ``apply`` of the same LSN already in ``shared`` (another
+    node's) shares that one's ``data``: the nodes of a correct cluster apply the same entries, so their
+    journals then cost about one node's worth of memory.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_journal(lines, source, compact, shared)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse_journal(
+    lines: Iterable[str | bytes], source: str, compact: bool, shared: dict[Any, dict[str, Any]] | None
+) -> list[JournalEvent]:
     events: list[JournalEvent] = []
     node: str | None = None
+    expected = 0
     for number, text in enumerate(lines, start=1):
         raw = _json_object(text, REQUIRED_JOURNAL_FIELDS, source, number)
         if not isinstance(raw["node"], str):
@@ -556,9 +586,9 @@ def parse_journal(lines: Iterable[str], source: str = "journal.jsonl") -> list[J
         elif raw["node"] != node:
             raise HistoryError(source, number, f"node {raw['node']!r} in the journal of node {node!r}")
         seq = raw["seq"]
-        expected = events[-1].seq + 1 if events else 0
         if not _is_int(seq) or seq != expected:
             raise HistoryError(source, number, f"seq is {seq!r}, expected {expected}")
+        expected += 1
         wall = raw["wall"]
         if not isinstance(wall, int | float) or isinstance(wall, bool):
             raise HistoryError(source, number, f"wall must be a number, not {wall!r}")
@@ -580,22 +610,34 @@ def parse_journal(lines: Iterable[str], source: str = "journal.jsonl") -> list[J
                 raise HistoryError(source, number, f"role event term must be an integer, not {data['term']!r}")
             if not isinstance(data["role"], str):
                 raise HistoryError(source, number, f"role event role must be a string, not {data['role']!r}")
+        if compact:
+            if event not in CHECKED_JOURNAL_EVENTS:
+                continue
+            if event == "apply" and shared is not None:
+                first = shared.setdefault(data["lsn"], data)
+                if first == data:
+                    data = first
         events.append(JournalEvent(node=node, seq=seq, wall=float(wall), event=event, data=data, line=number))
     return events
 
 
-def load_journal(path: str | os.PathLike[str]) -> list[JournalEvent]:
-    """Read and validate one node's ``journal.jsonl``."""
+def load_journal(
+    path: str | os.PathLike[str], *, compact: bool = False, shared: dict[Any, dict[str, Any]] | None = None
+) -> list[JournalEvent]:
+    """Read and validate one node's ``journal.jsonl`` (``compact``: see :func:`parse_journal`)."""
     path = Path(path)
-    return parse_journal(_lines(path), str(path))
+    with _open(path) as handle:
+        return parse_journal(handle, str(path), compact=compact, shared=shared)
 
 
-def load_journals(directory: str | os.PathLike[str]) -> dict[str, list[JournalEvent]]:
+def load_journals(directory: str | os.PathLike[str], *, compact: bool = False) -> dict[str, list[JournalEvent]]:
     """Read every ``<node>/journal.jsonl`` under ``directory`` (a run's ``nodes/`` or the run itself).
 
     Returns a mapping from the node id written in each journal to its events, ordered by node id. A
     journal's ``node`` field wins over its directory name; two directories claiming one node is an error.
+    ``compact`` keeps what the checkers read, sharing equal entries across nodes (:func:`parse_journal`).
     """
+    shared: dict[Any, dict[str, Any]] | None = {} if compact else None
     directory = Path(directory)
     if (directory / "nodes").is_dir():
         directory = directory / "nodes"
@@ -603,7 +645,7 @@ def load_journals(directory: str | os.PathLike[str]) -> dict[str, list[JournalEv
         raise HistoryError(str(directory), None, "no such directory of node journals")
     journals: dict[str, list[JournalEvent]] = {}
     for path in sorted(directory.glob("*/journal.jsonl")):
-        events = load_journal(path)
+        events = load_journal(path, compact=compact, shared=shared)
         node = events[0].node if events else path.parent.name
         if node in journals:
             raise HistoryError(str(path), None, f"a second journal for node {node!r}")

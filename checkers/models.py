@@ -537,9 +537,15 @@ MODELS: Final[dict[str, Callable[[], Model]]] = {
 }
 
 
-def get_model(name: str) -> Model:
-    """The model called ``name`` (``register``, ``cas-register``, ``kv``, ``queue``)."""
+def get_model(name: str, *, initial: Any = None) -> Model:
+    """The model called ``name`` (one of :data:`MODELS`); ``initial`` is the registers' value before any
+    write (``register``, ``cas-register``; Knossos' tests start their registers at 0)."""
     try:
-        return MODELS[name]()
+        factory = MODELS[name]
     except KeyError:
         raise ModelError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}") from None
+    if initial is not None:
+        if name not in ("register", "cas-register"):
+            raise ModelError(f"an initial value applies to the register models, not {name!r}")
+        return RegisterModel(cas=name == "cas-register", initial=initial)
+    return factory()
