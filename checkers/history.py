@@ -33,6 +33,7 @@ from __future__ import annotations
 import gc
 import os
 import time as _time
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ EVENT_TYPES = ("invoke", "ok", "fail", "info")
 COMPLETION_TYPES = ("ok", "fail", "info")
 NEMESIS = "nemesis"
 # Operations whose completion value is what they observed, never what they asked for.
-READ_LIKE = frozenset({"read", "get", "consume", "status"})
+READ_LIKE = frozenset({"read", "get", "consume", "dequeue", "status"})
 REQUIRED_EVENT_FIELDS = ("index", "time", "process", "type", "f")
 # Every field FORMATS.md defines for an event; any other field of an invoke is kept in Operation.extra.
 EVENT_FIELDS = frozenset((*REQUIRED_EVENT_FIELDS, "key", "value", "node", "lsn", "error"))
@@ -54,6 +55,7 @@ JOURNAL_EVENT_FIELDS = {"role": ("role", "term", "leader"), "apply": ("lsn", "ke
 # History formats :func:`load_history` reads; "auto" picks by extension (``.edn``: edn, else jsonl).
 FORMATS = ("auto", "jsonl", "edn", "jepsen-json")
 _DEADLINE_EVERY = 1 << 15  # lines between two looks at the clock while loading
+_TYPES = {kind: kind for kind in EVENT_TYPES}
 
 
 class HistoryError(ValueError):
@@ -170,6 +172,10 @@ class History:
     ops: tuple[Operation, ...]
     nemesis: tuple[Operation, ...]
     warnings: tuple[str, ...] = ()
+    # Loaded as one shard (``build_history(shard=...)``): ``ops`` holds that shard's operations and every
+    # status poll; ``seen`` tells what the whole file holds ("lsn", "final": some operation has one).
+    shard: tuple[int, int] | None = None
+    seen: frozenset[str] = frozenset()
 
     def by_key(self) -> dict[Any, list[Operation]]:
         """Client operations grouped by key, each group in invoke order (P-compositionality)."""
@@ -264,8 +270,13 @@ def build_history(
     deadline: float | None = None,
     clock: Callable[[], float] = _time.monotonic,
     decoded: bool = True,
+    shard: tuple[int, int] | None = None,
 ) -> History:
     """Validate events (one JSON object per line, in file order) and pair them into operations.
+
+    ``shard=(i, n)`` keeps only the client operations whose key is in shard ``i`` of ``n``
+    (:func:`key_shard`; every line is still validated and the operations keep their ids): how the
+    linearizability workers each read their share of a file.
 
     ``raws`` are decoded objects, or with ``decoded=False`` the JSON lines themselves (decoded here,
     one at a time). ``keep_events=False`` keeps only the operations (the low-memory form every checker
@@ -274,7 +285,7 @@ def build_history(
     collecting = gc.isenabled()
     gc.disable()  # millions of long-lived small objects: the cyclic collector would rescan them for nothing
     try:
-        return _build(raws, source, keep_events, deadline, clock, decoded)
+        return _build(raws, source, keep_events, deadline, clock, decoded, shard)
     finally:
         if collecting:
             gc.enable()
@@ -290,7 +301,10 @@ def _build(
     deadline: float | None,
     clock: Callable[[], float],
     decoded: bool,
+    shard: tuple[int, int] | None = None,
 ) -> History:
+    mine, parts = shard if shard is not None else (0, 1)
+    shards: dict[Any, int] = {}  # key -> its shard
     outstanding: dict[int | str, _Invoke] = {}
     crashed: dict[int | str, int] = {}  # process -> line of its info completion
     client: list[Operation | _Invoke] = []  # by id: the operation, or its invoke while outstanding
@@ -300,6 +314,8 @@ def _build(
     ordered = True
     last_time = -1
     number = 0
+    names: dict[str, str] = {}
+    seen: set[str] = set()
     decode = _DECODER.decode
     for number, raw in enumerate(raws, start=1):
         if deadline is not None and not number % _DEADLINE_EVERY and clock() > deadline:
@@ -333,11 +349,16 @@ def _build(
         last_time = time
         if process.__class__ is not int and process != NEMESIS:
             raise HistoryError(source, number, f"process must be an integer or 'nemesis', not {process!r}")
-        if kind not in EVENT_TYPES:
-            raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {kind!r}")
+        kind = _TYPES.get(kind) if kind.__class__ is str else None
+        if kind is None:
+            raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {raw['type']!r}")
         if f.__class__ is not str or not f:
             raise HistoryError(source, number, f"f must be a non-empty string, not {f!r}")
+        # One object per distinct name and key: a million operations share a few strings.
+        f = names.setdefault(f, f)
         key = raw.get("key")
+        if key.__class__ is str:
+            key = names.setdefault(key, key)
         value = raw.get("value")
         node = raw.get("node")
         if node is not None and node.__class__ is not str:
@@ -345,6 +366,7 @@ def _build(
         lsn = raw.get("lsn")
         if lsn is not None:
             lsn = _lsn(lsn, source, number)
+            seen.add("lsn")
         error = raw.get("error")
         if error is not None and error.__class__ is not str:
             error = msgspec.json.encode(error).decode()
@@ -376,9 +398,22 @@ def _build(
             extra = None
             if len(raw) > 7:
                 extra = {k: v for k, v in raw.items() if k not in EVENT_FIELDS} or None
+                if extra is not None and extra.get("final") is True:
+                    seen.add("final")
             target = nemesis if process == NEMESIS else client
             invoke = (index, time, f, key, value, node, extra, number, len(target), process)
-            target.append(invoke)
+            keep = True
+            if parts > 1 and process != NEMESIS:
+                hashable = key if key.__class__ is str else _hashable_key(key)
+                part = shards.get(hashable)
+                if part is None:
+                    part = shards[hashable] = key_shard(key, parts)
+                keep = part == mine or f == "status"
+            if keep:
+                target.append(invoke)
+            else:  # another shard's: its slot keeps the ids in order, and the pairing is still checked
+                target.append(None)
+                invoke = (*invoke[:8], -1, process)
             outstanding[process] = invoke
             continue
         invoke = outstanding.pop(process, None)
@@ -398,6 +433,10 @@ def _build(
             _complete(nemesis, invoke, kind, index, time, value, (node, lsn, error))
             continue
         i_index, i_time, _, _, i_value, i_node, extra, _, op_id, _ = invoke
+        if op_id < 0:  # another shard's
+            if kind == "info":
+                crashed[process] = number
+            continue
         if kind == "ok":
             if i_value is None and f not in READ_LIKE:
                 i_value = value  # some recorders put a write's value only on its completion
@@ -413,14 +452,21 @@ def _build(
             index, node or i_node, lsn, error, extra,
         )
     for invoke in outstanding.values():
-        _complete(nemesis if invoke[9] == NEMESIS else client, invoke, None, None, None, None, None)
-    ops: tuple[Operation, ...] = tuple(client)  # type: ignore[arg-type] - every slot is completed now
+        if invoke[8] >= 0:
+            _complete(nemesis if invoke[9] == NEMESIS else client, invoke, None, None, None, None, None)
+    ops: tuple[Operation, ...] = tuple(client if parts == 1 else [op for op in client if op is not None])  # type: ignore[misc]
     nemesis_ops: tuple[Operation, ...] = tuple(nemesis)  # type: ignore[arg-type]
     if not ordered:
         ops = tuple(_by_index(op) for op in ops)
         nemesis_ops = tuple(_by_index(op) for op in nemesis_ops)
     return History(
-        source=source, events=tuple(events), ops=ops, nemesis=nemesis_ops, warnings=tuple(warnings)
+        source=source,
+        events=tuple(events),
+        ops=ops,
+        nemesis=nemesis_ops,
+        warnings=tuple(warnings),
+        shard=shard if parts > 1 else None,
+        seen=frozenset(seen),
     )
 
 
@@ -466,6 +512,16 @@ def _complete(
     )
 
 
+def _hashable_key(key: Any) -> Any:
+    return msgspec.json.encode(key) if key.__class__ in (list, dict) else key
+
+
+def key_shard(key: Any, parts: int) -> int:
+    """Which of ``parts`` shards the operations on ``key`` belong to: the same in every process and run
+    (a CRC of the key's JSON text, not Python's salted ``hash``)."""
+    return zlib.crc32(msgspec.json.encode(key)) % parts
+
+
 def _by_index(op: Operation) -> Operation:
     """``op`` with its invoke's and completion's indexes as its call and return times."""
     return Operation(
@@ -509,9 +565,11 @@ def load_history(
     deadline: float | None = None,
     clock: Callable[[], float] = _time.monotonic,
     independent: str = "auto",
+    shard: tuple[int, int] | None = None,
 ) -> History:
     """Read and validate a history file: ours (``history.jsonl``), or Jepsen's (``checkers.jepsen``,
     where ``independent`` says whether values are ``[key value]`` tuples: ``auto``, ``yes``, ``no``).
+    ``shard``: keep only one shard's client operations (:func:`build_history`).
 
     ``keep_events=False`` is the low-memory form (operations only). ``deadline`` (on ``clock``) raises
     :class:`LoadTimeout` once passed.
@@ -522,10 +580,12 @@ def load_history(
         from checkers.jepsen import read_jepsen
 
         raws = read_jepsen(path, kind, independent=independent)
-        return build_history(raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock)
+        return build_history(
+            raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock, shard=shard
+        )
     with _open(path) as handle:
         return build_history(
-            handle, str(path), keep_events=keep_events, deadline=deadline, clock=clock, decoded=False
+            handle, str(path), keep_events=keep_events, deadline=deadline, clock=clock, decoded=False, shard=shard
         )
 
 

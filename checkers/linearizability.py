@@ -52,11 +52,7 @@ from __future__ import annotations
 
 import gc
 import json
-import os
-import pickle
 import random
-import select
-import signal
 import sys
 import time
 from collections.abc import Callable, Generator, Hashable, Iterable, Sequence
@@ -398,7 +394,6 @@ def check_linearizability(
     max_memory_bytes: int | None = None,
     clock: Callable[[], float] = time.monotonic,
     deadline: float | None = None,
-    workers: int = 1,
 ) -> Verdict:
     """Check that ``ops`` (a history's client operations) are linearizable with respect to ``model``.
 
@@ -406,53 +401,74 @@ def check_linearizability(
     absolute end the caller already set (the earlier of the two holds); ``max_states`` and
     ``max_memory_bytes`` bound the memo held at once (defaults :data:`DEFAULT_MAX_STATES`,
     :data:`DEFAULT_MAX_MEMORY_BYTES`). An object whose search reaches a budget is ``unknown``, named with
-    the budget, while the others are still decided; the longest partial linearization is kept.
-    ``workers > 1`` searches the objects in that many processes (forked: the objects are shared, not
-    copied; each takes its share of the state and memory budgets) when the history is large enough to
-    gain from it. An empty history is ``unknown``: there is nothing to judge. Raises ``ModelError`` for
-    an operation the model cannot read.
+    the budget, while the others are still decided; the longest partial linearization is kept. An empty
+    history is ``unknown``: there is nothing to judge. Raises ``ModelError`` for an operation the model
+    cannot read. (Several processes, each with a share of the objects: ``checkers.judge``, with
+    :func:`check_shard` and :func:`merge`.)
     """
     if isinstance(model, str):
         model = get_model(model)
-    budget = _Budget(
+    started = clock()
+    if timeout_s is not None:
+        deadline = started + timeout_s if deadline is None else min(deadline, started + timeout_s)
+    budget = make_budget(max_states, max_memory_bytes, timeout_s)
+    result = check_shard(ops, model, budget, deadline=deadline, clock=clock)
+    return merge([result], model, time_s=clock() - started)
+
+
+@dataclass
+class ShardResult:
+    """What the search over some of a history's objects found, in a form that crosses processes: the
+    violation (a finished verdict) if any, the objects that ran out of budget, and counts."""
+
+    violation: Verdict | None = None
+    unknown_keys: list[dict[str, Any]] = field(default_factory=list)
+    ops: int = 0
+    keys: int = 0
+    info_ops: int = 0
+    states: int = 0
+    error: str | None = None  # the shard could not be checked at all (a worker that failed)
+
+
+def make_budget(max_states: int | None, max_memory_bytes: int | None, timeout_s: float | None) -> _Budget:
+    """The search's budgets, with the defaults filled in."""
+    return _Budget(
         DEFAULT_MAX_STATES if max_states is None else max_states,
         DEFAULT_MAX_MEMORY_BYTES if max_memory_bytes is None else max_memory_bytes,
         timeout_s,
     )
-    started = clock()
-    if timeout_s is not None:
-        deadline = started + timeout_s if deadline is None else min(deadline, started + timeout_s)
+
+
+def check_shard(
+    ops: Iterable[Operation],
+    model: Model,
+    budget: _Budget,
+    *,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    stop: Callable[[], str | None] | None = None,
+) -> ShardResult:
+    """Search the objects of ``ops`` (one shard of a history, or all of it) within ``budget``;
+    ``stop`` is asked between rounds and gives up the searches when it returns a reason."""
     ops = ops if isinstance(ops, list | tuple) else list(ops)
-    if not ops:
-        return Verdict(
-            valid=UNKNOWN,
-            summary="linearizability cannot decide: the history has no client operations (nothing to judge)",
-            stats={"ops": 0, "keys": 0},
-        )
     collecting = gc.isenabled()
     gc.disable()  # the searches allocate many long-lived objects; the cyclic collector only rescans them
     try:
-        objects, unprepared = _objects(ops, model, budget, deadline, clock)
-        shards = _shards(objects, workers) if sum(len(o.ops) for o in objects) >= PARALLEL_MIN_OPS else []
-        if len(shards) > 1:
-            violation = _run_parallel(shards, budget, deadline, clock)
-        else:
-            violation = _run(objects, budget, deadline, clock)
+        objects, unprepared = _objects(ops, model, deadline, clock)
+        violation = _run(objects, budget, deadline, clock, stop)
     finally:
         if collecting:
             gc.enable()
-    stats: dict[str, Any] = {
-        "ops": len(ops),
-        "keys": len(objects) + len(unprepared),
-        "info_ops": sum(1 for op in ops if op.type == "info"),
-        "states": sum(o.states for o in objects),
-        "time_s": round(clock() - started, 6),
-        "workers": max(1, len(shards)),
-    }
+    result = ShardResult(
+        ops=len(ops),
+        keys=len(objects) + len(unprepared),
+        info_ops=sum(1 for op in ops if op.type == "info"),
+        states=sum(o.states for o in objects),
+    )
     if violation is not None:
-        return _violation(model, violation, stats)
-    unknown = [o for o in objects if o.outcome is not None and o.outcome.valid == UNKNOWN]
-    unknown_keys = [
+        result.violation = _violation(model, violation, {})
+        return result
+    result.unknown_keys = [
         {
             "key": thaw(o.key),
             "reason": o.outcome.reason,
@@ -460,14 +476,42 @@ def check_linearizability(
             "states": o.states,
             "longest_linearization": _steps(model, o),
         }
-        for o in unknown
-        if o.outcome is not None
+        for o in objects
+        if o.outcome is not None and o.outcome.valid == UNKNOWN
     ]
     reason = budget.timed_out()
-    unknown_keys += [{"key": thaw(key), "reason": reason, "ops": n, "states": 0} for key, n in unprepared]
+    result.unknown_keys += [{"key": thaw(key), "reason": reason, "ops": n, "states": 0} for key, n in unprepared]
+    return result
+
+
+def merge(results: Sequence[ShardResult], model: Model, *, time_s: float, workers: int = 1) -> Verdict:
+    """One verdict from the shards' results: a violation if any shard found one (the first shard's
+    first), else unknown if any object ran out of budget (or a shard failed), else linearizable."""
+    stats: dict[str, Any] = {
+        "ops": sum(r.ops for r in results),
+        "keys": sum(r.keys for r in results),
+        "info_ops": sum(r.info_ops for r in results),
+        "states": sum(r.states for r in results),
+        "time_s": round(time_s, 6),
+    }
+    if workers > 1:
+        stats["workers"] = workers
+    for result in results:
+        if result.violation is not None:
+            return Verdict(False, result.violation.summary, result.violation.counterexample, stats)
+    if stats["ops"] == 0 and not any(r.error for r in results):
+        return Verdict(
+            valid=UNKNOWN,
+            summary="linearizability cannot decide: the history has no client operations (nothing to judge)",
+            stats=stats,
+        )
+    failed = [r.error for r in results if r.error]
+    if failed:
+        return Verdict(UNKNOWN, f"linearizability could not decide: {failed[0]}", stats=stats)
+    unknown_keys = [entry for r in results for entry in r.unknown_keys]
     if unknown_keys:
         first = unknown_keys[0]
-        total = len(objects) + len(unprepared)
+        total = stats["keys"]
         decided = total - len(unknown_keys)
         return Verdict(
             valid=UNKNOWN,
@@ -482,16 +526,13 @@ def check_linearizability(
         )
     return Verdict(
         valid=True,
-        summary=f"linearizable: {len(ops)} operations on {len(objects)} keys ({model.name} model)",
+        summary=f"linearizable: {stats['ops']} operations on {stats['keys']} keys ({model.name} model)",
         stats=stats,
     )
 
 
-PARALLEL_MIN_OPS: Final = 20_000  # below this, starting a worker costs more than it saves
-
-
 def _objects(
-    ops: Sequence[Operation], model: Model, budget: _Budget, deadline: float | None, clock: Callable[[], float]
+    ops: Sequence[Operation], model: Model, deadline: float | None, clock: Callable[[], float]
 ) -> tuple[list[_Object], list[tuple[Hashable, int]]]:
     """Each object's prepared operations and search; once the deadline passes, the objects not prepared
     yet are returned apart, as (key, operations), to be reported unknown."""
@@ -590,133 +631,6 @@ def _give_up(obj: _Object, reason: str) -> None:
         obj.states = obj.outcome.states
     else:  # pragma: no cover - _search always returns when given up
         raise RuntimeError("a linearizability search ignored being given up")
-
-
-# -- searching in several processes ----------------------------------------------------------------------
-
-
-def _shards(objects: list[_Object], workers: int) -> list[list[_Object]]:
-    """The objects split into at most ``workers`` shards of about equal operation counts (largest first,
-    each to the lightest shard)."""
-    if workers <= 1 or len(objects) <= 1:
-        return [objects]
-    shards: list[list[_Object]] = [[] for _ in range(min(workers, len(objects)))]
-    loads = [0] * len(shards)
-    for obj in sorted(objects, key=lambda o: len(o.ops), reverse=True):
-        lightest = loads.index(min(loads))
-        shards[lightest].append(obj)
-        loads[lightest] += len(obj.ops)
-    for shard in shards:
-        shard.sort(key=lambda o: o.position)
-    return shards
-
-
-def _outcomes(shard: list[_Object]) -> list[tuple[int, int, Valid, str, list[tuple[int, Any]], int | None]]:
-    """What a worker sends back: per object, its position, states and outcome (without the search)."""
-    out = []
-    for obj in shard:
-        outcome = obj.outcome
-        if outcome is None:
-            continue  # closed unfinished: another object's violation decided the verdict
-        kept = outcome.linearization if outcome.valid is not True else []
-        out.append((obj.position, obj.states, outcome.valid, outcome.reason, kept, outcome.blocked))
-    return out
-
-
-def _worker(shard: list[_Object], budget: _Budget, deadline: float | None, clock: Callable[[], float]) -> bytes:
-    try:
-        _run(shard, budget, deadline, clock)
-        return pickle.dumps(("ok", _outcomes(shard)), protocol=pickle.HIGHEST_PROTOCOL)
-    except BaseException as exc:  # noqa: BLE001 - whatever happens must reach the parent as "unknown"
-        return pickle.dumps(("error", f"{type(exc).__name__}: {exc}"), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-@dataclass
-class _Child:
-    pid: int
-    fd: int
-    shard: list[_Object]
-    result: tuple[str, Any] | None = None
-
-
-def _run_parallel(
-    shards: list[list[_Object]], budget: _Budget, deadline: float | None, clock: Callable[[], float]
-) -> _Object | None:
-    """Search ``shards[1:]`` in forked children and ``shards[0]`` here; the first violation found ends
-    every search (children still running are killed)."""
-    share = budget.share(len(shards))
-    children: list[_Child] = []
-    try:
-        for shard in shards[1:]:
-            read_fd, write_fd = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: search, send the outcomes, leave without running the parent's exit code
-                status = 0
-                try:
-                    os.close(read_fd)
-                    payload = _worker(shard, share, deadline, clock)
-                    with os.fdopen(write_fd, "wb") as out:
-                        out.write(payload)
-                except BaseException:  # noqa: BLE001
-                    status = 1
-                finally:
-                    os._exit(status)
-            os.close(write_fd)
-            children.append(_Child(pid, read_fd, shard))
-
-        def stop() -> str | None:
-            ready, _, _ = select.select([c.fd for c in children if c.result is None], [], [], 0)
-            for child in children:
-                if child.fd in ready:
-                    _collect(child)
-                    if _child_violation(child) is not None:
-                        return "stopped: a violation was found on another key"
-            return None
-
-        violation = _run(shards[0], share, deadline, clock, stop)
-        if violation is not None:
-            return violation
-        for child in children:
-            if child.result is None:
-                _collect(child)
-            found = _child_violation(child)
-            if found is not None:
-                return found
-        return None
-    finally:
-        for child in children:
-            if child.result is None:
-                os.kill(child.pid, signal.SIGKILL)
-            os.close(child.fd)
-            os.waitpid(child.pid, 0)
-
-
-def _collect(child: _Child) -> None:
-    """Read a child's outcomes (it writes them once, when done) into its shard's objects."""
-    chunks = []
-    while chunk := os.read(child.fd, 1 << 20):
-        chunks.append(chunk)
-    try:
-        child.result = pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001 - a child that died sends nothing readable
-        child.result = ("error", "the worker process ended without sending its outcomes")
-    status, payload = child.result
-    by_position = {obj.position: obj for obj in child.shard}
-    if status != "ok":
-        for obj in child.shard:
-            obj.outcome = _Outcome(UNKNOWN, f"linearizability worker failed: {payload}")
-        return
-    for position, states, valid, reason, linearization, blocked in payload:
-        obj = by_position[position]
-        obj.states = states
-        obj.outcome = _Outcome(valid, reason, states, linearization, blocked)
-
-
-def _child_violation(child: _Child) -> _Object | None:
-    for obj in child.shard:
-        if obj.outcome is not None and obj.outcome.valid is False:
-            return obj
-    return None
 
 
 def _steps(model: Model, obj: _Object) -> list[dict[str, Any]]:

@@ -268,7 +268,7 @@ class KeyedModel:
         )
 
 
-_RETURNS_A_VALUE: Final = frozenset({"read", "get", "consume"})
+_RETURNS_A_VALUE: Final = frozenset({"read", "get", "consume", "dequeue"})
 
 
 def _describe_value(f: str, value: Any) -> str:
@@ -529,22 +529,290 @@ def _dequeue_unconsumed(state: Any, _: Any) -> Any:
     return (messages[1:], enqueued, ahead) if messages[0] == UNCONSUMED else REJECTED
 
 
+# -- Knossos' other models: mutex, set, multi-register, FIFO and unordered queues of plain values ------
+
+
+class MutexModel(KeyedModel):
+    """A lock per key, initially free (Knossos' ``mutex``): ``acquire`` takes a free lock, ``release``
+    frees a held one. Which process holds it is not tracked (Knossos does not either). A ``fail``
+    acquire or release did nothing; an ``info`` one may have taken effect (where it could) or not."""
+
+    name = "mutex"
+    functions = ("acquire", "release")
+
+    def init(self) -> Hashable:
+        return False
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        return _ACQUIRE if op.f == "acquire" else _RELEASE
+
+    def describe_state(self, state: Any) -> str:
+        return "held" if state else "free"
+
+
+def _acquire(state: Any, _: Any) -> Any:
+    return REJECTED if state else True
+
+
+def _release(state: Any, _: Any) -> Any:
+    return False if state else REJECTED
+
+
+_ACQUIRE: Final = Transition(_acquire, None)
+_RELEASE: Final = Transition(_release, None)
+
+
+class SetModel(KeyedModel):
+    """A set per key, initially empty (Knossos' ``set``): ``add`` puts its value in, an ``ok`` ``read``
+    returns every element (a JSON list, in any order). Elements compare as JSON values."""
+
+    name = "set"
+    functions = ("add", "read")
+
+    def init(self) -> Hashable:
+        return frozenset()
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        if op.f == "add":
+            return Transition(_add, freeze(op.value))
+        if op.type != "ok":
+            return None  # an indeterminate read changed nothing
+        if not isinstance(op.output, list):
+            raise ModelError(
+                f"operation {op.id} (history line {op.invoke_index + 1}): a set read returns a list of "
+                f"elements, not {op.output!r}"
+            )
+        elements = frozenset(freeze(v) for v in op.output)
+        return Transition(_read, elements, pure=True, needs=elements)
+
+    def describe_state(self, state: Any) -> str:
+        return _json(sorted((thaw(v) for v in state), key=lambda v: json.dumps(v, sort_keys=True)))
+
+
+def _add(state: Any, element: Any) -> Any:
+    return state if element in state else state | {element}
+
+
+# Micro-operation names of a txn: Knossos writes :read/:write, Elle and newer Jepsen tests :r/:w.
+_MICRO_READS: Final = frozenset({"read", "r"})
+_MICRO_WRITES: Final = frozenset({"write", "w"})
+
+
+class MultiRegisterModel(KeyedModel):
+    """Registers read and written together by transactions (Knossos' ``multi-register``): ``f`` is
+    ``txn`` and the value a list of micro-operations ``[f, register, value]``, ``f`` ``read``/``r`` or
+    ``write``/``w``, applied atomically in order. The invoke holds the intended operations (reads with
+    null values), an ``ok`` completion the same with what each read returned. Registers start at null
+    unless ``initial`` (an object register -> value) says otherwise; Knossos' tests use
+    ``{"x": 0, "y": 0}``. An ``info`` txn may have applied its writes (its reads are unknown).
+    One object per ``key`` (usually null: the whole history is one object)."""
+
+    name = "multi-register"
+    functions = ("txn",)
+
+    def __init__(self, initial: Any = None) -> None:
+        if initial is not None and not isinstance(initial, dict):
+            raise ModelError(f"a multi-register's initial value is an object register -> value, not {initial!r}")
+        self.initial = tuple(sorted(((freeze(k), freeze(v)) for k, v in (initial or {}).items()), key=_register_order))
+
+    def init(self) -> Hashable:
+        return self.initial
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        micro = self._micro_ops(op, op.output if op.type == "ok" and op.output is not None else op.value)
+        if op.type != "ok":
+            micro = tuple(m for m in micro if m[0])  # only the writes of an indeterminate txn matter
+            if not micro:
+                return None
+        pure = not any(m[0] for m in micro)
+        return Transition(_txn, micro, pure=pure)
+
+    def _micro_ops(self, op: Operation, value: Any) -> tuple[tuple[bool, Any, Any], ...]:
+        if not isinstance(value, list):
+            raise ModelError(
+                f"operation {op.id} (history line {op.invoke_index + 1}): a txn value is a list of "
+                f"[f, register, value] micro-operations, not {value!r}"
+            )
+        out = []
+        for m in value:
+            if not (isinstance(m, list) and len(m) == 3 and m[0] in _MICRO_READS | _MICRO_WRITES):
+                raise ModelError(
+                    f"operation {op.id} (history line {op.invoke_index + 1}): a micro-operation is "
+                    f"[read|write|r|w, register, value], not {m!r}"
+                )
+            out.append((m[0] in _MICRO_WRITES, freeze(m[1]), freeze(m[2])))
+        return tuple(out)
+
+    def describe_state(self, state: Any) -> str:
+        return _json({str(thaw(k)): thaw(v) for k, v in state})
+
+    def describe_operation(self, op: Operation) -> str:
+        shown = op.output if op.type == "ok" and op.output is not None else op.value
+        text = f"p{op.process} txn {json.dumps(shown, sort_keys=True)}"
+        return text if op.type == "ok" else text + f" ({op.type}: {op.error or 'indeterminate'})"
+
+
+def _txn(state: Any, micro: tuple[tuple[bool, Any, Any], ...]) -> Any:
+    registers = dict(state)
+    for write, register, value in micro:
+        if write:
+            registers[register] = value
+        elif registers.get(register) != value:
+            return REJECTED
+    changed = tuple(sorted(registers.items(), key=_register_order))
+    return state if changed == state else changed
+
+
+def _register_order(item: tuple[Any, Any]) -> str:
+    return json.dumps(thaw(item[0]), sort_keys=True)
+
+
+class FifoQueueModel(KeyedModel):
+    """A FIFO queue of plain values per key (Knossos' ``fifo-queue``): ``enqueue`` a value, ``dequeue``
+    the oldest; an ``ok`` dequeue returns it, or null when it found the queue empty (Jepsen clients
+    more often record that as ``fail``, which did nothing). Values need not be unique. An ``info``
+    dequeue may have taken the oldest value. (For messages with GUIDs, see ``queue``.)"""
+
+    name = "fifo-queue"
+    functions = ("enqueue", "dequeue")
+
+    def init(self) -> Hashable:
+        return ()
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        if op.f == "enqueue":
+            return Transition(_fifo_enqueue, freeze(op.value))
+        if op.type != "ok":
+            return Transition(_fifo_dequeue_any, None)
+        if op.output is None:
+            return Transition(_empty, None, pure=True, needs=())
+        return Transition(_fifo_dequeue, freeze(op.output))
+
+    def describe_state(self, state: Any) -> str:
+        return _json([thaw(v) for v in state])
+
+
+def _fifo_enqueue(state: Any, value: Any) -> Any:
+    return (*state, value)
+
+
+def _fifo_dequeue(state: Any, value: Any) -> Any:
+    return state[1:] if state and state[0] == value else REJECTED
+
+
+def _fifo_dequeue_any(state: Any, _: Any) -> Any:
+    return state[1:] if state else state
+
+
+def _empty(state: Any, _: Any) -> Any:
+    return REJECTED if state else state
+
+
+class UnorderedQueueModel(KeyedModel):
+    """A queue that delivers its values in any order (Knossos' ``unordered-queue``), per key: a multiset.
+    ``enqueue`` adds a value; an ``ok`` ``dequeue`` removes the value it returns (null: it found the
+    queue empty). An ``info`` dequeue may have removed any one value: the model is nondeterministic,
+    and the checker searches over sets of states."""
+
+    name = "unordered-queue"
+    functions = ("enqueue", "dequeue")
+    nondeterministic = True
+
+    def init(self) -> Hashable:
+        return ()
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        if op.f == "enqueue":
+            return Transition(_bag_add, freeze(op.value))
+        if op.type != "ok":
+            return Transition(_bag_take_any, None)
+        if op.output is None:
+            return Transition(_bag_empty, None)
+        return Transition(_bag_take, freeze(op.output))
+
+    def step(self, state: Hashable, op: Operation) -> tuple[bool, Any]:
+        transition = self.prepare(op)
+        if transition is None:
+            return True, state
+        reached = transition.apply(state, transition.arg)
+        return bool(reached), (next(iter(reached)) if len(reached) == 1 else reached)
+
+    def describe_state(self, state: Any) -> str:
+        if isinstance(state, frozenset):
+            return " or ".join(sorted(self.describe_state(s) for s in state))
+        return _json([thaw(v) for v in state])
+
+
+# The unordered queue's states are sorted tuples of values (a multiset); its transitions return the
+# frozenset of states they may lead to (empty: rejected).
+
+
+def _bag_add(state: Any, value: Any) -> frozenset[Any]:
+    return frozenset({tuple(sorted((*state, value), key=repr))})
+
+
+def _bag_take(state: Any, value: Any) -> frozenset[Any]:
+    if value not in state:
+        return frozenset()
+    items = list(state)
+    items.remove(value)
+    return frozenset({tuple(items)})
+
+
+def _bag_take_any(state: Any, _: Any) -> frozenset[Any]:
+    if not state:
+        return frozenset({state})
+    return frozenset(state[:i] + state[i + 1 :] for i in range(len(state)))
+
+
+def _bag_empty(state: Any, _: Any) -> frozenset[Any]:
+    return frozenset() if state else frozenset({state})
+
+
 MODELS: Final[dict[str, Callable[[], Model]]] = {
     "register": lambda: RegisterModel(cas=False),
     "cas-register": lambda: RegisterModel(cas=True),
     "kv": KVModel,
     "queue": QueueModel,
+    "mutex": MutexModel,
+    "set": SetModel,
+    "multi-register": MultiRegisterModel,
+    "fifo-queue": FifoQueueModel,
+    "unordered-queue": UnorderedQueueModel,
 }
 
 
 def get_model(name: str, *, initial: Any = None) -> Model:
     """The model called ``name`` (one of :data:`MODELS`); ``initial`` is the registers' value before any
-    write (``register``, ``cas-register``; Knossos' tests start their registers at 0)."""
+    write (``register``, ``cas-register``; ``multi-register``: an object register -> value). Knossos'
+    tests start their registers at 0."""
     try:
         factory = MODELS[name]
     except KeyError:
         raise ModelError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}") from None
     if initial is not None:
+        if name == "multi-register":
+            return MultiRegisterModel(initial)
         if name not in ("register", "cas-register"):
             raise ModelError(f"an initial value applies to the register models, not {name!r}")
         return RegisterModel(cas=name == "cas-register", initial=initial)

@@ -25,9 +25,10 @@ from checkers.durability import QUEUE_MODELS, REGISTER_MODELS, check_durability,
 from checkers.history import History, JournalEvent
 from checkers.leader import STATUS, check_single_leader_per_term
 from checkers.lsn import check_lsn_monotonicity
+from checkers.models import MODELS
 from checkers.verdict import Verdict, check_safe
 
-MODEL_NAMES = ("register", "cas-register", "kv", "queue")
+MODEL_NAMES = tuple(MODELS)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,6 @@ class CheckInput:
     final_after: int | None = None
     max_memory_bytes: int | None = None
     deadline: float | None = None  # on time.monotonic: the end of the caller's whole budget
-    workers: int = 1  # processes the linearizability search may use
     initial: Any = None  # the registers' value before any write (register models)
 
 
@@ -69,7 +69,6 @@ def _linearizable(inp: CheckInput) -> Verdict:
         max_states=inp.max_states,
         max_memory_bytes=inp.max_memory_bytes,
         deadline=inp.deadline,
-        workers=inp.workers,
     )
 
 
