@@ -40,6 +40,7 @@ from typing import Any, NoReturn, TextIO
 from checkers.history import FORMATS, HistoryError
 from checkers.jepsen import INDEPENDENT_CHOICES
 from checkers.judge import Budgets, default_workers, judge_files
+from checkers.models import ModelError, get_model
 from checkers.registry import CHECKERS, MODEL_NAMES
 from checkers.verdict import UNKNOWN, Valid, Verdict, exit_code, worst
 
@@ -99,7 +100,9 @@ def _parser() -> argparse.ArgumentParser:
         choices=INDEPENDENT_CHOICES,
         help="Jepsen histories: values are [key value] tuples of independent keys (default: detect)",
     )
-    check.add_argument("--initial", metavar="JSON", help="register models: the value before any write (JSON)")
+    check.add_argument(
+        "--initial", metavar="JSON", help="register models: the value before any write; multi-register: an object"
+    )
     check.add_argument("--timeout", type=float, metavar="S", help="time budget for reading and checking a file")
     check.add_argument("--max-states", type=int, metavar="N", help="linearizability memo budget in states")
     check.add_argument(
@@ -171,8 +174,10 @@ def _initial(args: argparse.Namespace) -> Any:
         initial = json.loads(args.initial)
     except json.JSONDecodeError:
         raise UsageError(f"--initial must be a JSON value, not {args.initial!r}") from None
-    if args.model not in ("register", "cas-register"):
-        raise UsageError(f"--initial applies to the register models, not {args.model!r}")
+    try:
+        get_model(args.model, initial=initial)
+    except ModelError as exc:
+        raise UsageError(f"--initial: {exc}") from None
     return initial
 
 

@@ -54,7 +54,7 @@ REQUIRED_JOURNAL_FIELDS = ("node", "seq", "wall", "event")
 JOURNAL_EVENT_FIELDS = {"role": ("role", "term", "leader"), "apply": ("lsn", "key", "op")}
 # History formats :func:`load_history` reads; "auto" picks by extension (``.edn``: edn, else jsonl).
 FORMATS = ("auto", "jsonl", "edn", "jepsen-json")
-_DEADLINE_EVERY = 1 << 15  # lines between two looks at the clock while loading
+_DEADLINE_EVERY = 1 << 12  # lines between two looks at the clock while loading
 _TYPES = {kind: kind for kind in EVENT_TYPES}
 
 
@@ -176,6 +176,7 @@ class History:
     # status poll; ``seen`` tells what the whole file holds ("lsn", "final": some operation has one).
     shard: tuple[int, int] | None = None
     seen: frozenset[str] = frozenset()
+    file_ops: int = 0  # client operations in the whole file, status polls aside (all shards)
 
     def by_key(self) -> dict[Any, list[Operation]]:
         """Client operations grouped by key, each group in invoke order (P-compositionality)."""
@@ -316,6 +317,7 @@ def _build(
     number = 0
     names: dict[str, str] = {}
     seen: set[str] = set()
+    statuses = 0
     decode = _DECODER.decode
     for number, raw in enumerate(raws, start=1):
         if deadline is not None and not number % _DEADLINE_EVERY and clock() > deadline:
@@ -400,6 +402,8 @@ def _build(
                 extra = {k: v for k, v in raw.items() if k not in EVENT_FIELDS} or None
                 if extra is not None and extra.get("final") is True:
                     seen.add("final")
+            if f == "status":
+                statuses += 1
             target = nemesis if process == NEMESIS else client
             invoke = (index, time, f, key, value, node, extra, number, len(target), process)
             keep = True
@@ -467,6 +471,7 @@ def _build(
         warnings=tuple(warnings),
         shard=shard if parts > 1 else None,
         seen=frozenset(seen),
+        file_ops=len(client) - statuses,
     )
 
 

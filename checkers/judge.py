@@ -163,7 +163,7 @@ def judge_files(
                 verdicts[name] = Verdict(UNKNOWN, f"{name} cannot judge this run (nothing it needs was recorded)")
             elif name != LINEARIZABLE:
                 verdicts[name] = run_checker(name, inp)
-        ops = None if history.shard is not None else sum(1 for op in history.ops if op.f != STATUS)
+        ops = history.file_ops
         warnings = history.warnings
         if LINEARIZABLE in selected:
             # The journals are not needed any more: let them go before the search's memo grows.
@@ -176,9 +176,7 @@ def judge_files(
                 own = workers.own(history.ops)
                 del history, inp
                 verdicts[LINEARIZABLE] = check_safe(LINEARIZABLE, workers.finish, own)
-                if ops is None:  # this process read one shard: the search counted them all
-                    ops = verdicts[LINEARIZABLE].stats.get("ops", 0)
-        return Judgement({name: verdicts[name] for name in selected if name in verdicts}, ops or 0, warnings)
+        return Judgement({name: verdicts[name] for name in selected if name in verdicts}, ops, warnings)
     finally:
         if workers is not None:
             workers.close()

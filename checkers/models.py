@@ -814,6 +814,6 @@ def get_model(name: str, *, initial: Any = None) -> Model:
         if name == "multi-register":
             return MultiRegisterModel(initial)
         if name not in ("register", "cas-register"):
-            raise ModelError(f"an initial value applies to the register models, not {name!r}")
+            raise ModelError(f"an initial value applies to the register models and multi-register, not {name!r}")
         return RegisterModel(cas=name == "cas-register", initial=initial)
     return factory()
