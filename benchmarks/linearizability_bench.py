@@ -151,7 +151,7 @@ def generate(path: Path, shape: Shape, seed: int) -> dict[str, Any]:
     """Write a register history of ``shape`` to ``path`` (module docstring); return what was written."""
     rng = random.Random(seed)
     state: dict[str, Any] = {}
-    written: dict[str, list[tuple[Any, int]]] = {}  # key -> (value, completion index) of ok writes
+    written: dict[str, list[tuple[Any, int, int]]] = {}  # key -> (value, invoke, completion) of ok writes
     slots = list(range(shape.processes))
     busy: dict[int, tuple[str, str, Any, int]] = {}  # process -> f, key, value, invoke index
     next_process = shape.processes
@@ -198,12 +198,14 @@ def generate(path: Path, shape: Shape, seed: int) -> dict[str, Any]:
                 record["value"] = state.get(key)
                 history = written.get(key, [])
                 if shape.stale is not None and not stale_done and done >= shape.stale and len(history) >= 2:
-                    if history[-1][1] < invoked:  # its overwrite completed before this read began
+                    # The last write began after the one before it ended, and ended before this read began:
+                    # the value before it is surely overwritten.
+                    if history[-2][2] < history[-1][1] and history[-1][2] < invoked:
                         record["value"] = history[-2][0]
                         stale_done = True
             elif f == "write" or state.get(key) == v[0]:
                 state[key] = v if f == "write" else v[1]
-                written.setdefault(key, []).append((state[key], index))
+                written.setdefault(key, []).append((state[key], invoked, index))
                 lsn += 1
                 if shape.harness:
                     record["lsn"] = [1, lsn]

@@ -97,7 +97,7 @@ def _search(ops: Sequence[Operation], transitions: Sequence[Transition], init: H
     Throwing ``_GiveUp(reason)`` in ends it with ``unknown`` and its longest partial linearization.
     """
     n = len(ops)
-    rets = [op.ret for op in ops]
+    rets = [op.ret if op.ret is not None else t.deadline for op, t in zip(ops, transitions, strict=True)]
     last_return = max([r for r in rets if r is not None], default=None)
     # Events: (time, kind, op); kind 0 = call, 1 = return. Info ops have no return entry.
     events: list[tuple[int, int, int]] = []
@@ -551,10 +551,19 @@ def _objects(
         if model.nondeterministic:
             transitions = [_powerset(t) for t in transitions]
             init = frozenset({init})
-        objects.append(
-            _Object(key, group, transitions, _search(group, transitions, init), position=len(objects))  # type: ignore[arg-type]
-        )
+        refute = getattr(model, "refute", None)
+        refuted = refute(group, transitions) if refute is not None else None
+        search = _refuted(refuted) if refuted is not None else _search(group, transitions, init)  # type: ignore[arg-type]
+        objects.append(_Object(key, group, transitions, search, position=len(objects)))  # type: ignore[arg-type]
     return objects, unprepared
+
+
+def _refuted(refutation: tuple[int, list[tuple[int, Any]]]) -> _Search:
+    """The "search" of an object the model refuted by real time alone (``Model.refute``): it ends at
+    once, blocked at the operation no order can take, after the operations real time put first."""
+    blocked, forced = refutation
+    return _Outcome(False, linearization=forced, blocked=blocked)
+    yield  # a generator, like _search  # pragma: no cover
 
 
 @dataclass(frozen=True)
@@ -652,10 +661,12 @@ def _violation(model: Model, obj: _Object, stats: dict[str, Any]) -> Verdict:
     position = {obj.ops[i].id: k for k, (i, _) in enumerate(outcome.linearization)}
     final = outcome.linearization[-1][1] if outcome.linearization else model.init()
     blocked = obj.ops[outcome.blocked]
-    assert blocked.ret is not None  # only ok and fail ops have return entries
+    # Only ok and fail operations have return entries, and info ones the model gave a deadline.
+    blocked_ret = blocked.ret if blocked.ret is not None else obj.transitions[outcome.blocked].deadline
+    assert blocked_ret is not None
     window = []
     for op in obj.ops:
-        if op.call <= blocked.ret and (op.ret is None or op.ret >= blocked.call):
+        if op.call <= blocked_ret and (op.ret is None or op.ret >= blocked.call):
             entry = op.to_json()
             entry["operation"] = model.describe_operation(op)
             entry["linearized_at"] = position.get(op.id)
@@ -663,7 +674,7 @@ def _violation(model: Model, obj: _Object, stats: dict[str, Any]) -> Verdict:
     state_text = model.describe_state(final)
     summary = (
         f"not linearizable: key {json.dumps(thaw(obj.key))}: no order of the operations completed by "
-        f"t={blocked.ret} is valid; the longest linearization ({len(steps)} operations, ending in state "
+        f"t={blocked_ret} is valid; the longest linearization ({len(steps)} operations, ending in state "
         f"{state_text}) cannot take {model.describe_operation(blocked)} (op {blocked.id})"
     )
     return Verdict(

@@ -1,7 +1,9 @@
 """Sequential specifications ("models") that the linearizability checker holds a history against.
 
 A model says what one operation does to the state of one object when it takes effect atomically: a
-register, a compare-and-set register, a key-value map (one string per key) or a FIFO queue. The checker
+register, a compare-and-set register, a key-value map (one string per key), a FIFO queue of messages
+(``queue``), and Knossos' others: a lock (``mutex``), a set, registers written together by transactions
+(``multi-register``), FIFO and unordered queues of plain values. The checker
 (``checkers.linearizability``) searches for an order of the operations that respects real time and that
 the model accepts; the model never sees time.
 
@@ -39,7 +41,8 @@ values are frozen into tuples for that; :meth:`KeyedModel.describe_state` shows 
 
 A nondeterministic model (``nondeterministic = True``) returns, from each transition, the frozenset of
 states the operation may lead to (empty: rejected); the checker then searches over sets of states, as
-Porcupine does for its ``NondeterministicModel``. The four models here are deterministic.
+Porcupine does for its ``NondeterministicModel``. ``unordered-queue`` is (an ``info`` dequeue may have
+taken any value); the others are deterministic.
 """
 
 from __future__ import annotations
@@ -100,6 +103,9 @@ class Transition:
     arg: Any
     pure: bool = False
     needs: Any = ANY_STATE
+    # For an ``info`` operation the model knows took effect (it alone wrote a value some operation
+    # observed): the time by which it did, which the checker then treats as its return.
+    deadline: int | None = None
 
 
 class Model(Protocol):
@@ -206,6 +212,9 @@ def _cas_indeterminate(state: Any, arg: tuple[Any, Any]) -> Any:
     return arg[1] if state == arg[0] else state
 
 
+_WRITE_UNSEEN: Final = Transition(_write, ("\x00unseen", None))
+
+
 def _append(state: Any, suffix: str) -> Any:
     try:
         return state + suffix
@@ -245,6 +254,8 @@ class KeyedModel:
         return new is not REJECTED, (state if new is REJECTED else new)
 
     def describe_state(self, state: Any) -> str:
+        if state == UNSEEN:
+            return "a value no operation observes"
         return _json(state)
 
     def describe_operation(self, op: Operation) -> str:
@@ -305,6 +316,13 @@ class RegisterModel(KeyedModel):
             raise self._unknown(op)
         return _register_transition(self, op, read_absent=None)
 
+    def refute(self, ops: Sequence[Operation], transitions: Sequence[Transition]) -> Any:
+        """A violation real time alone proves, if any (:func:`_refute_registers`); the checker asks
+        before searching."""
+        if type(self).prepare is not RegisterModel.prepare:
+            return None
+        return _refute_registers(ops, transitions, self.initial)
+
     def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
         if type(self).prepare is not RegisterModel.prepare:  # a subclass with operations of its own
             return super().prepare_group(ops)
@@ -315,7 +333,135 @@ class RegisterModel(KeyedModel):
             if op.f not in functions:
                 raise self._unknown(op)
             out.append(_register_transition(self, op, None, reads))
-        return out
+        return _unseen(ops, _observed_info(ops, out, self.initial), self.initial)
+
+
+def _refute_registers(
+    ops: Sequence[Operation], transitions: Sequence[Transition], initial: Any
+) -> tuple[int, list[tuple[int, Any]]] | None:
+    """A stale read that real time alone proves, on a register whose values are each written once
+    (the register workload's), without any search: ``(the read, [(writer, value), (overwriter,
+    value)])``, or None.
+
+    An ``ok`` read ``R`` returned ``v``, written by only one operation ``W`` (or ``v`` is the initial
+    value and nothing writes it). If some write or cas ``X`` that surely took effect (``ok``) began
+    after ``W`` ended and ended before ``R`` began, then in every order ``W`` precedes ``X`` precedes
+    ``R``, and nothing writes ``v`` after ``X``: ``R`` cannot return ``v``. This is only a necessary
+    condition: when it does not fire, the search decides. When it does, it decides at once what the
+    search may need exponential time to exhaust (20 concurrent processes and a stale read: issue 13).
+    """
+    writers: dict[Any, list[int]] = {}
+    overwrites: list[tuple[int, int, int, Any]] = []  # (call, ret, index, value written) of ok writes
+    for i, (op, t) in enumerate(zip(ops, transitions, strict=True)):
+        if t.apply is _write:
+            writers.setdefault(t.arg, []).append(i)
+            if op.ret is not None:
+                overwrites.append((op.call, op.ret, i, t.arg))
+        elif t.apply is _cas or t.apply is _cas_indeterminate:
+            writers.setdefault(t.arg[1], []).append(i)
+            if op.ret is not None and t.apply is _cas:
+                overwrites.append((op.call, op.ret, i, t.arg[1]))
+    if not overwrites:
+        return None
+    overwrites.sort()
+    calls = [o[0] for o in overwrites]
+    # suffix[j]: the overwrite that ends first among those invoked at calls[j] or later
+    suffix: list[tuple[int, int, int, Any]] = [overwrites[-1]] * len(overwrites)
+    for j in range(len(overwrites) - 2, -1, -1):
+        suffix[j] = min(overwrites[j], suffix[j + 1], key=lambda o: o[1])
+    for r, (op, t) in enumerate(zip(ops, transitions, strict=True)):
+        if t.apply is not _read or op.ret is None:
+            continue
+        value = t.arg
+        producers = writers.get(value, [])
+        if value == initial and not producers:
+            after, forced = -1, []
+        elif len(producers) == 1 and value != initial and ops[producers[0]].ret is not None:
+            w = producers[0]
+            after, forced = ops[w].ret, [(w, value)]
+        else:
+            continue
+        j = bisect.bisect_right(calls, after)
+        if j < len(suffix) and suffix[j][1] < op.call:
+            _, _, x, written = suffix[j]
+            return r, [*forced, (x, written)]
+    return None
+
+
+# The one value standing for every value no operation of the key observes (see _unseen).
+UNSEEN: Final = ("\x00unseen", None)
+
+
+def _observed_info(
+    ops: Sequence[Operation], transitions: list[Transition | None], initial: Any
+) -> list[Transition | None]:
+    """``info`` writes and cas the history shows took effect, given a deadline (exact).
+
+    When exactly one operation of the key writes a value ``v`` (a write of ``v``, a cas to ``v``; and
+    ``v`` is not the initial value), every ``ok`` read that returned ``v`` and every ``ok`` cas that
+    expected ``v`` saw that operation's effect. So if it ended ``info``, it took effect, and before the
+    earliest return of those: it gets that return time as a deadline (and an ``info`` cas becomes one
+    that succeeded). Without this, an ``info`` operation stays pending to the end of the history and
+    the search tries every subset of the pending ones; the register workload writes unique values, so
+    this bounds nearly every ``info`` write of a chaos run.
+    """
+    producers: dict[Any, int] = {initial: 1}
+    observed_by: dict[Any, int] = {}
+    for op, t in zip(ops, transitions, strict=True):
+        if t is None:
+            continue
+        if t.apply is _write:
+            producers[t.arg] = producers.get(t.arg, 0) + 1
+        elif t.apply is _cas or t.apply is _cas_indeterminate:
+            producers[t.arg[1]] = producers.get(t.arg[1], 0) + 1
+        if op.ret is None:
+            continue
+        seen = t.arg if t.apply is _read else t.arg[0] if t.apply is _cas else None
+        if seen is not None or t.apply is _read:
+            if seen not in observed_by or op.ret < observed_by[seen]:
+                observed_by[seen] = op.ret
+    out: list[Transition | None] = []
+    for op, t in zip(ops, transitions, strict=True):
+        if t is not None and op.type == "info" and t.apply in (_write, _cas_indeterminate):
+            value = t.arg if t.apply is _write else t.arg[1]
+            deadline = observed_by.get(value)
+            if deadline is not None and producers.get(value) == 1 and deadline > op.call:
+                t = Transition(_write if t.apply is _write else _cas, t.arg, deadline=deadline)
+        out.append(t)
+    return out
+
+
+def _unseen(
+    ops: Sequence[Operation], transitions: list[Transition | None], initial: Any
+) -> list[Transition | None]:
+    """Values that no operation of the key observes, written by ``info`` operations, as one anonymous
+    value (exact).
+
+    Whether a register operation is accepted depends only on whether the register holds certain values:
+    the value an ``ok`` read returned, the expected value of a cas (``ok``, ``info`` or returned
+    false). A value none of them names is told apart from another such value by nothing, so writing
+    :data:`UNSEEN` in its place accepts and rejects exactly the same orders. ``info`` writes of
+    unobserved values so become identical, and identical ``info`` operations are interchangeable to the
+    search (only the earliest pending one is tried): ``k`` of them cost ``k + 1`` states, not ``2^k``.
+    (``ok`` writes keep their values, so that a counterexample shows them.)
+    """
+    observed = {initial}
+    for t in transitions:
+        if t is None:
+            continue
+        if t.apply is _read or t.apply is _cas_returned_false:
+            observed.add(t.arg)
+        elif t.apply is _cas or t.apply is _cas_indeterminate:
+            observed.add(t.arg[0])
+    out: list[Transition | None] = []
+    for op, t in zip(ops, transitions, strict=True):
+        if t is not None and op.type == "info" and t.deadline is None:  # ok ones keep their values
+            if t.apply is _write and t.arg not in observed:
+                t = _WRITE_UNSEEN
+            elif t.apply is _cas_indeterminate and t.arg[1] not in observed:
+                t = Transition(t.apply, (t.arg[0], UNSEEN))
+        out.append(t)
+    return out
 
 
 def _register_transition(
