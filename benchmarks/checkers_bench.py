@@ -17,7 +17,7 @@ of N). The whole run holds about 6 GB of memory at 1 million operations.
 
 ``--post-run DIR`` (issue 12) writes such a run to ``DIR`` as the harness stores one (``history.jsonl``,
 ``nodes/<node>/journal.jsonl``; by default the size of a 300 s rate-0 run: 465,145 operations, about
-115 MB of history and, with ``--commit-share 0.65`` commit events, about 170 MB of journals) and runs the
+115 MB of history and, with ``--commit-share 0.35`` commit events, about 170 MB of journals) and runs the
 harness's post-run check on it in a child process, printing its wall time, verdicts and peak RSS: the
 check as ``harness.run.check_run`` makes it now (``checkers.judge.judge_files``), and with ``--legacy``
 as it was made before (every event and journal line kept, ``load_history`` + ``load_journals`` + the
@@ -152,13 +152,16 @@ class GeneratedRun:
                 continue
             if outcome < 0.03 and f != "status":
                 op[7] = "info"
-                if f in ("write", "cas") and rng.random() < 0.5:
+                if f in ("write", "cas") and rng.random() < 0.5 and (f == "write" or self.holds(key, value[0])):
                     self.append(key, value if f == "write" else value[1])
                 continue
             if f == "write":
                 op[6] = self.append(key, value)
             elif f == "cas":
-                op[6] = self.append(key, value[1])
+                if self.holds(key, value[0]):
+                    op[6] = self.append(key, value[1])
+                else:  # executed, returned false: the cluster's cas-mismatch
+                    op[7] = "mismatch"
             elif f == "read":
                 op[5], op[6] = self.state.get(key, (None, None))
             else:
@@ -174,12 +177,17 @@ class GeneratedRun:
             extra = {"lsn": lsn} if lsn is not None else {}
             if kind == "ok":
                 self.event(process, "ok", f, key, output if f in ("read", "status") else value, **extra)
+            elif kind == "mismatch":
+                self.event(process, "fail", f, key, value, error="cas-mismatch")
             else:
                 self.event(process, kind, f, key, value, error="timeout" if kind == "info" else "not-leader")
                 if kind == "info":
                     self.processes[slot] = self.next_process
                     self.next_process += 1
             self.client_ops += 1
+
+    def holds(self, key: str, value: object) -> bool:
+        return self.state.get(key, (None, None))[0] == value
 
     def commit(self, lsn: list[int]) -> None:
         """Nodes journal commits too (people read them; the checkers do not)."""
@@ -320,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--post-run", type=Path, metavar="DIR", help="generate a stored run and time its post-run check")
     parser.add_argument("--judge", type=Path, metavar="DIR", help="(child) the post-run check of a stored run")
     parser.add_argument("--legacy", action="store_true", help="also (or, with --judge, only) the old way")
-    parser.add_argument("--commit-share", type=float, default=0.65, help="--post-run: entries journalled as commits")
+    parser.add_argument("--commit-share", type=float, default=0.35, help="--post-run: entries journalled as commits")
     parser.add_argument("--ops", type=int, default=1_000_000, help="client operations (default 1,000,000)")
     parser.add_argument("--nodes", type=int, default=5, help="nodes, each with a journal (default 5)")
     parser.add_argument("--keys", type=int, default=1000, help="register keys (default 1000)")
