@@ -123,7 +123,7 @@ class Operation:
     node: str | None = None
     lsn: tuple[int, int] | None = None
     error: str | None = None
-    extra: dict[str, Any] | None = None
+    extra: dict[str, Any] | None = field(default=None, compare=False)  # not part of what happened
 
     @property
     def ok(self) -> bool:

@@ -122,3 +122,14 @@ def test_edn_values_become_json_values() -> None:
 
     value = edn_format.loads('{:a #{2 1} :b [:c "d" nil] 3 1/2}')
     assert to_json(value) == {"a": [1, 2], "b": ["c", "d", None], "3": "1/2"}
+
+
+def test_the_documented_mapping_names_every_field_the_reader_maps() -> None:
+    import re
+
+    import checkers.jepsen as jepsen
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "checkers.md").read_text(encoding="utf-8")
+    in_code = set(re.findall(r"^``:(\w+)``", jepsen.__doc__ or "", re.MULTILINE))
+    in_docs = set(re.findall(r"^\| `:(\w+)` \|", docs, re.MULTILINE))
+    assert in_code == in_docs == {"index", "time", "process", "type", "f", "value", "error", "node"}
