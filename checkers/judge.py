@@ -29,7 +29,7 @@ import pickle
 import select
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,7 @@ class Judgement:
     verdicts: dict[str, Verdict]
     ops: int = 0
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    skipped: dict[str, str] = field(default_factory=dict)  # checkers ``skip`` said not to run, with why
 
 
 def judge_files(
@@ -94,6 +95,7 @@ def judge_files(
     independent: str = "auto",
     initial: Any = None,
     missing: str = "run",
+    skip: Callable[[History, Mapping[str, Any] | None], Mapping[str, str]] | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Judgement:
     """Judge one history (and its nodes' journals) with the named checkers, or every one that applies.
@@ -102,7 +104,9 @@ def judge_files(
     when it holds journals, or ``None``. ``missing`` says what becomes of a named checker that does not
     apply to the input: ``"run"`` runs it anyway (it says itself what it lacks), ``"unknown"`` reports
     "cannot judge this run" without running it. Either way it is never silently dropped, and an unknown
-    checker name is reported unknown. Raises :class:`~checkers.history.HistoryError` for malformed input.
+    checker name is reported unknown. ``skip``, given the loaded history and journals, names checkers not
+    to run at all, with why (a caller's "not applicable to this system": ``Judgement.skipped``). Raises
+    :class:`~checkers.history.HistoryError` for malformed input.
 
     With ``budgets.workers > 1`` and a history of at least :data:`PARALLEL_MIN_BYTES`, the
     linearizability search is shared by that many processes: the workers are forked before this process
@@ -154,6 +158,8 @@ def judge_files(
             initial=initial,
         )
         selected = names if names is not None else applicable(inp)
+        skipped = dict(skip(history, loaded)) if skip is not None else {}
+        selected = [name for name in selected if name not in skipped]
         verdicts: dict[str, Verdict] = {}
         for name in selected:
             checker = CHECKERS.get(name)
@@ -176,7 +182,7 @@ def judge_files(
                 own = workers.own(history.ops)
                 del history, inp
                 verdicts[LINEARIZABLE] = check_safe(LINEARIZABLE, workers.finish, own)
-        return Judgement({name: verdicts[name] for name in selected if name in verdicts}, ops, warnings)
+        return Judgement({name: verdicts[name] for name in selected if name in verdicts}, ops, warnings, skipped)
     finally:
         if workers is not None:
             workers.close()

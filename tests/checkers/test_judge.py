@@ -146,3 +146,19 @@ def test_judging_a_run_reports_checkers_that_cannot_apply(tmp_path: Path) -> Non
         "nope": "unknown",
     }
     assert "cannot judge this run" in judgement.verdicts["durability"].summary
+
+
+def test_a_caller_can_skip_checkers_after_seeing_the_input(tmp_path: Path) -> None:
+    b = HistoryBuilder()
+    b.op(0, "write", "k", 1)
+    path = b.write(tmp_path / "history.jsonl")
+    seen = []
+
+    def skip(history, journals):  # noqa: ANN001, ANN202 - the hook's shape is judge_files' contract
+        seen.append((len(history.ops), journals))
+        return {"lsn-monotonicity": "the system has no LSNs"}
+
+    judgement = judge_files(path, model="register", checkers=["lsn-monotonicity", "linearizable"], skip=skip)
+    assert seen == [(1, None)]
+    assert judgement.skipped == {"lsn-monotonicity": "the system has no LSNs"}
+    assert list(judgement.verdicts) == ["linearizable"]
