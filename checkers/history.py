@@ -356,22 +356,25 @@ def _build(
             raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {raw['type']!r}")
         if f.__class__ is not str or not f:
             raise HistoryError(source, number, f"f must be a non-empty string, not {f!r}")
-        # One object per distinct name and key: a million operations share a few strings.
-        f = names.setdefault(f, f)
         key = raw.get("key")
-        if key.__class__ is str:
-            key = names.setdefault(key, key)
+        if kind == "invoke":
+            # One object per distinct name and key: a million operations share a few strings.
+            f = names.setdefault(f, f)
+            if key.__class__ is str:
+                key = names.setdefault(key, key)
         value = raw.get("value")
-        node = raw.get("node")
-        if node is not None and node.__class__ is not str:
-            raise HistoryError(source, number, f"node must be a string, not {node!r}")
-        lsn = raw.get("lsn")
-        if lsn is not None:
-            lsn = _lsn(lsn, source, number)
-            seen.add("lsn")
-        error = raw.get("error")
-        if error is not None and error.__class__ is not str:
-            error = msgspec.json.encode(error).decode()
+        node = lsn = error = None
+        if len(raw) > 7:  # more than the five required fields, key and value
+            node = raw.get("node")
+            if node is not None and node.__class__ is not str:
+                raise HistoryError(source, number, f"node must be a string, not {node!r}")
+            lsn = raw.get("lsn")
+            if lsn is not None:
+                lsn = _lsn(lsn, source, number)
+                seen.add("lsn")
+            error = raw.get("error")
+            if error is not None and error.__class__ is not str:
+                error = msgspec.json.encode(error).decode()
         if keep_events:
             events.append(Event(index, time, process, kind, f, key, value, node, lsn, error, number, raw))
         if process == NEMESIS and kind == "info":

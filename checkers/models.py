@@ -850,8 +850,24 @@ class FifoQueueModel(KeyedModel):
             return Transition(_empty, None, pure=True, needs=())
         return Transition(_fifo_dequeue, freeze(op.output))
 
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        return _drop_unreturned_info_enqueues(ops, [self.prepare(op) for op in ops])
+
     def describe_state(self, state: Any) -> str:
         return _json([thaw(v) for v in state])
+
+
+def _drop_unreturned_info_enqueues(
+    ops: Sequence[Operation], transitions: list[Transition | None]
+) -> list[Transition | None]:
+    """An ``info`` enqueue of a value no ``ok`` dequeue returned is left out (exact): taking effect
+    could only put one more value in front of those dequeues must find (or in a queue a dequeue found
+    empty), and an ``info`` dequeue that took it could as well never have happened."""
+    returned = {freeze(op.output) for op in ops if op.f == "dequeue" and op.type == "ok"}
+    return [
+        None if t is not None and op.type == "info" and op.f == "enqueue" and t.arg not in returned else t
+        for op, t in zip(ops, transitions, strict=True)
+    ]
 
 
 def _fifo_enqueue(state: Any, value: Any) -> Any:
@@ -895,6 +911,9 @@ class UnorderedQueueModel(KeyedModel):
         if op.output is None:
             return Transition(_bag_empty, None)
         return Transition(_bag_take, freeze(op.output))
+
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        return _drop_unreturned_info_enqueues(ops, [self.prepare(op) for op in ops])
 
     def step(self, state: Hashable, op: Operation) -> tuple[bool, Any]:
         transition = self.prepare(op)
