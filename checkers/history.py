@@ -587,7 +587,7 @@ def load_history(
     if kind != "jsonl":
         from checkers.jepsen import read_jepsen
 
-        raws = read_jepsen(path, kind, independent=independent)
+        raws = read_jepsen(path, kind, independent=independent, deadline=deadline, clock=clock)
         return build_history(
             raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock, shard=shard
         )

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from typing import Any
 import edn_format
 import msgspec
 
-from checkers.history import NEMESIS, HistoryError
+from checkers.history import NEMESIS, HistoryError, LoadTimeout
 
 INDEPENDENT_CHOICES = ("auto", "yes", "no")
 _STANDARD = ("index", "time", "process", "type", "f", "value", "error", "node")
@@ -99,7 +100,48 @@ def _field(op: Mapping[Any, Any], name: str) -> Any:
     raise KeyError(name)
 
 
-def _read_forms(path: Path, kind: str) -> list[Any]:
+_EDN_CHUNK = 2048  # lines parsed at once: edn_format's parser costs much to start, little per form
+
+
+def _parse_edn(text: str, source: str) -> list[Any]:
+    try:
+        return list(edn_format.loads_all(text))
+    except NotImplementedError as exc:  # an unknown #tag
+        raise HistoryError(source, None, f"unreadable EDN: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - edn_format raises its own and ply's errors
+        raise HistoryError(source, None, f"unreadable EDN: {type(exc).__name__}: {exc}") from None
+
+
+def _edn_forms(
+    text: str, source: str, deadline: float | None, clock: Callable[[], float]
+) -> list[Any]:
+    """The top-level forms of an EDN text. One vector (Knossos' layout) is parsed whole; forms one per
+    line (Jepsen's ``history.edn``) are parsed :data:`_EDN_CHUNK` lines at a time, looking at the
+    clock between chunks (a chunk that ends inside a form grows until the form is complete)."""
+    if text.lstrip().startswith(("[", "(")) or deadline is None:
+        return _parse_edn(text, source)
+    lines = text.splitlines()
+    forms: list[Any] = []
+    start = 0
+    while start < len(lines):
+        if clock() > deadline:
+            raise LoadTimeout(source, start + 1)
+        end = min(start + _EDN_CHUNK, len(lines))
+        while True:
+            try:
+                forms.extend(_parse_edn("\n".join(lines[start:end]), source))
+                break
+            except HistoryError:
+                if end >= len(lines):
+                    raise
+                end = min(end + 64, len(lines))  # a form that spans the chunk's end
+        start = end
+    return forms
+
+
+def _read_forms(
+    path: Path, kind: str, deadline: float | None = None, clock: Callable[[], float] = time.monotonic
+) -> list[Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -109,12 +151,7 @@ def _read_forms(path: Path, kind: str) -> list[Any]:
     except UnicodeDecodeError as exc:
         raise HistoryError(str(path), None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     if kind == "edn":
-        try:
-            forms = list(edn_format.loads_all(text))
-        except NotImplementedError as exc:  # an unknown #tag
-            raise HistoryError(str(path), None, f"unreadable EDN: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - edn_format raises its own and ply's errors
-            raise HistoryError(str(path), None, f"unreadable EDN: {type(exc).__name__}: {exc}") from None
+        forms = _edn_forms(text, str(path), deadline, clock)
     else:
         stripped = text.lstrip()
         try:
@@ -124,6 +161,8 @@ def _read_forms(path: Path, kind: str) -> list[Any]:
                 forms = [msgspec.json.decode(line) for line in text.splitlines() if line.strip()]
         except msgspec.DecodeError as exc:
             raise HistoryError(str(path), None, f"bad JSON: {exc}") from None
+    if deadline is not None and clock() > deadline:
+        raise LoadTimeout(str(path), len(forms))
     if len(forms) == 1 and _is_vector(forms[0]):
         return list(forms[0])
     return forms
@@ -151,18 +190,24 @@ def _independent(ops: list[Mapping[Any, Any]]) -> bool:
 
 
 def read_jepsen(
-    path: str | os.PathLike[str], kind: str = "edn", *, independent: str = "auto"
+    path: str | os.PathLike[str],
+    kind: str = "edn",
+    *,
+    independent: str = "auto",
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[dict[str, Any]]:
     """The operations of a Jepsen history file as FORMATS.md events, in history order.
 
     ``kind`` is ``"edn"`` or ``"jepsen-json"``; ``independent`` is ``"auto"``, ``"yes"`` or ``"no"``.
-    Raises :class:`~checkers.history.HistoryError` for unreadable input.
+    Raises :class:`~checkers.history.HistoryError` for unreadable input, and
+    :class:`~checkers.history.LoadTimeout` once ``deadline`` (on ``clock``) has passed while parsing.
     """
     path = Path(path)
     source = str(path)
     if independent not in INDEPENDENT_CHOICES:
         raise ValueError(f"independent must be one of {', '.join(INDEPENDENT_CHOICES)}, not {independent!r}")
-    forms = _read_forms(path, kind)
+    forms = _read_forms(path, kind, deadline, clock)
     for position, op in enumerate(forms, start=1):
         if not isinstance(op, Mapping):
             raise HistoryError(source, position, f"expected an operation map, got {_short(op)}")

@@ -133,3 +133,22 @@ def test_the_documented_mapping_names_every_field_the_reader_maps() -> None:
     in_code = set(re.findall(r"^``:(\w+)``", jepsen.__doc__ or "", re.MULTILINE))
     in_docs = set(re.findall(r"^\| `:(\w+)` \|", docs, re.MULTILINE))
     assert in_code == in_docs == {"index", "time", "process", "type", "f", "value", "error", "node"}
+
+
+def test_one_map_per_line_is_read_in_chunks_within_the_time_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import itertools
+
+    import checkers.jepsen as jepsen
+    from checkers.judge import Budgets, judge_files
+
+    monkeypatch.setattr(jepsen, "_EDN_CHUNK", 2)
+    spread = tmp_path / "spread.edn"  # forms over several lines, so chunks end inside them
+    spread.write_text((HERE / "history-good.edn").read_text().replace(", :f", ",\n :f"))
+    whole = [op.to_json() for op in load_history(HERE / "history-good.edn").ops]
+    assert [op.to_json() for op in load_history(spread, deadline=float("inf")).ops] == whole
+    ticks = itertools.count()
+    judgement = judge_files(spread, model="cas-register", budgets=Budgets(timeout_s=3), clock=lambda: next(ticks))
+    summary = judgement.verdicts["linearizable"].summary
+    assert "time budget of 3 s ran out while reading" in summary
