@@ -597,20 +597,6 @@ def load_history(
         )
 
 
-def _lines(path: Path) -> list[str]:
-    try:
-        with path.open("r", encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise HistoryError(str(path), None, "no such file") from None
-    except UnicodeDecodeError as exc:
-        raise HistoryError(str(path), None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 # The journal events the checkers read (FORMATS.md: `role` and `apply`; `start` resets a node's apply
 # order); ``compact`` loading keeps only these.
 CHECKED_JOURNAL_EVENTS = frozenset({"start", "role", "apply"})
