@@ -14,6 +14,16 @@ average (on a shared machine the CPU time is the steadier figure). One run each 
 of N). The whole run holds about 6 GB of memory at 1 million operations.
 
     .venv/bin/python benchmarks/checkers_bench.py [--ops 1000000] [--nodes 5] [--seed 1] [--repeat 1]
+
+``--post-run DIR`` (issue 12) writes such a run to ``DIR`` as the harness stores one (``history.jsonl``,
+``nodes/<node>/journal.jsonl``; by default the size of a 300 s rate-0 run: 465,145 operations, about
+115 MB of history and, with ``--commit-share 0.35`` commit events, about 170 MB of journals) and runs the
+harness's post-run check on it in a child process, printing its wall time, verdicts and peak RSS: the
+check as ``harness.run.check_run`` makes it now (``checkers.judge.judge_files``), and with ``--legacy``
+as it was made before (every event and journal line kept, ``load_history`` + ``load_journals`` + the
+registry). ``--judge DIR [--legacy]`` is that child.
+
+    .venv/bin/python benchmarks/checkers_bench.py --post-run /tmp/post-run [--legacy]
 """
 
 from __future__ import annotations
@@ -41,8 +51,11 @@ from checkers.verdict import Verdict  # noqa: E402
 class GeneratedRun:
     """History and journal lines of a correct cluster (see the module docstring)."""
 
-    def __init__(self, ops: int, nodes: int, keys: int, clients: int, term_ops: int, seed: int) -> None:
+    def __init__(
+        self, ops: int, nodes: int, keys: int, clients: int, term_ops: int, seed: int, commit_share: float = 0.0
+    ) -> None:
         self.rng = random.Random(seed)
+        self.commit_share = commit_share
         self.nodes = [f"n{i + 1}" for i in range(nodes)]
         self.keys = [f"k{i}" for i in range(keys)]
         self.clients = clients
@@ -95,6 +108,8 @@ class GeneratedRun:
         self.seq += 1
         lsn = [self.term, self.seq]
         self.state[key] = (value, lsn)
+        if self.commit_share and self.rng.random() < self.commit_share:
+            self.commit(lsn)
         for node in self.nodes:
             self.journal(node, "apply", lsn=lsn, key=key, op={"f": "write", "value": value})
         return lsn
@@ -137,13 +152,16 @@ class GeneratedRun:
                 continue
             if outcome < 0.03 and f != "status":
                 op[7] = "info"
-                if f in ("write", "cas") and rng.random() < 0.5:
+                if f in ("write", "cas") and rng.random() < 0.5 and (f == "write" or self.holds(key, value[0])):
                     self.append(key, value if f == "write" else value[1])
                 continue
             if f == "write":
                 op[6] = self.append(key, value)
             elif f == "cas":
-                op[6] = self.append(key, value[1])
+                if self.holds(key, value[0]):
+                    op[6] = self.append(key, value[1])
+                else:  # executed, returned false: the cluster's cas-mismatch
+                    op[7] = "mismatch"
             elif f == "read":
                 op[5], op[6] = self.state.get(key, (None, None))
             else:
@@ -159,12 +177,22 @@ class GeneratedRun:
             extra = {"lsn": lsn} if lsn is not None else {}
             if kind == "ok":
                 self.event(process, "ok", f, key, output if f in ("read", "status") else value, **extra)
+            elif kind == "mismatch":
+                self.event(process, "fail", f, key, value, error="cas-mismatch")
             else:
                 self.event(process, kind, f, key, value, error="timeout" if kind == "info" else "not-leader")
                 if kind == "info":
                     self.processes[slot] = self.next_process
                     self.next_process += 1
             self.client_ops += 1
+
+    def holds(self, key: str, value: object) -> bool:
+        return self.state.get(key, (None, None))[0] == value
+
+    def commit(self, lsn: list[int]) -> None:
+        """Nodes journal commits too (people read them; the checkers do not)."""
+        for node in self.nodes:
+            self.journal(node, "commit", lsn=lsn)
 
     def generate(self) -> None:
         for node in self.nodes:
@@ -220,8 +248,87 @@ def _timed(label: str, function: Callable[[], Verdict], repeat: int) -> tuple[Cl
     return best, verdict
 
 
+MODEL = "cas-register"
+RUN_CHECKERS = ["single-leader-per-term", "lsn-monotonicity", "durability", "linearizable"]
+
+
+def write_run(run: GeneratedRun, directory: Path) -> tuple[int, int]:
+    """Store ``run`` as the harness does; returns the bytes of history and of journals."""
+    directory.mkdir(parents=True, exist_ok=True)
+    history = directory / "history.jsonl"
+    history.write_text("".join(line + "\n" for line in run.history), encoding="utf-8")
+    journals = 0
+    for node, lines in run.journals.items():
+        path = directory / "nodes" / node / "journal.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        journals += path.stat().st_size
+    return history.stat().st_size, journals
+
+
+def judge_run(directory: Path, legacy: bool) -> int:
+    """The post-run check of a stored run, as check_run makes it (or made it, ``legacy``)."""
+    started = time.perf_counter()
+    if legacy:
+        from checkers.history import load_history, load_journals
+        from checkers.registry import CheckInput, run_checker
+
+        history = load_history(directory / "history.jsonl")
+        journals = load_journals(directory / "nodes")
+        inp = CheckInput(history=history, model=MODEL, journals=journals, timeout_s=600)
+        verdicts = {name: run_checker(name, inp) for name in RUN_CHECKERS}
+    else:
+        from checkers.judge import Budgets, default_workers, judge_files
+
+        judgement = judge_files(
+            directory / "history.jsonl",
+            model=MODEL,
+            journals=directory / "nodes",
+            checkers=RUN_CHECKERS,
+            missing="unknown",
+            budgets=Budgets(timeout_s=600, workers=default_workers()),
+        )
+        verdicts = judgement.verdicts
+    import resource
+
+    for name, verdict in verdicts.items():
+        print(f"  {name}: {verdict.valid}: {verdict.summary[:100]}")
+    print(
+        f"  wall {time.perf_counter() - started:.1f} s, peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+        f" (largest worker {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024:.0f} MiB)"
+    )
+    return 0 if all(v.valid is True for v in verdicts.values()) else 1
+
+
+def post_run(directory: Path, args: argparse.Namespace) -> int:
+    if not (directory / "history.jsonl").exists():
+        with Clock() as clock:
+            run = GeneratedRun(args.ops, args.nodes, args.keys, args.clients, args.term_ops, args.seed, args.commit_share)
+            history_bytes, journal_bytes = write_run(run, directory)
+            del run
+        print(
+            f"generated {directory}: {args.ops:,} operations, history {history_bytes / 1e6:.0f} MB, "
+            f"journals {journal_bytes / 1e6:.0f} MB in {clock.wall:.0f} s"
+        )
+    import subprocess
+
+    for legacy in ([True, False] if args.legacy else [False]):
+        label = "before (every event kept)" if legacy else "now (checkers.judge)"
+        print(f"post-run check, {label}; load average {os.getloadavg()[0]:.1f}:", flush=True)
+        command = [sys.executable, __file__, "--judge", str(directory), *(["--legacy"] if legacy else [])]
+        code = subprocess.run(command, check=False).returncode
+        if code != 0:
+            print(f"  the check did not find the generated run valid (exit {code})")
+            return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--post-run", type=Path, metavar="DIR", help="generate a stored run and time its post-run check")
+    parser.add_argument("--judge", type=Path, metavar="DIR", help="(child) the post-run check of a stored run")
+    parser.add_argument("--legacy", action="store_true", help="also (or, with --judge, only) the old way")
+    parser.add_argument("--commit-share", type=float, default=0.35, help="--post-run: entries journalled as commits")
     parser.add_argument("--ops", type=int, default=1_000_000, help="client operations (default 1,000,000)")
     parser.add_argument("--nodes", type=int, default=5, help="nodes, each with a journal (default 5)")
     parser.add_argument("--keys", type=int, default=1000, help="register keys (default 1000)")
@@ -230,6 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=1, help="runs per checker; the best counts (default 1)")
     args = parser.parse_args(argv)
+    if args.judge is not None:
+        return judge_run(args.judge, args.legacy)
+    if args.post_run is not None:
+        if "--ops" not in (argv if argv is not None else sys.argv):
+            args.ops = 465_145
+        return post_run(args.post_run, args)
 
     rows: list[tuple[str, Clock, Verdict | None]] = []
     with Clock() as clock:

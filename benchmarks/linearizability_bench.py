@@ -1,28 +1,51 @@
-"""Benchmark: the linearizability checker over the Porcupine conformance corpus, against Porcupine's times.
+"""Benchmark: the linearizability checker over the Porcupine conformance corpus, and over big and hard
+histories generated from a seed, against a bare JSON load of the same lines.
 
-Prints, for the etcd (cas-register) and key-value corpora, the total check time and its ratio to
-Porcupine (Go) measured on the project's 2-core machine (issue 3), then the slowest files. Each file's
-time is the best of ``--repeat`` runs of ``check_linearizability`` on already loaded operations (loading
-and validating the JSON is not timed, as in Porcupine's own figures). Wall-clock time is what compares
-with Porcupine; the CPU time of this process is printed beside it because other work on a 2-core
-machine inflates wall-clock figures. A verdict that differs from the one ``MANIFEST.json`` expects is
-printed and makes the exit status 1.
+Corpus mode (the default) prints, for the etcd (cas-register) and key-value corpora, the total check time
+and its ratio to Porcupine (Go) measured on the project's 2-core machine (issue 3), then the slowest
+files. Each file's time is the best of ``--repeat`` runs of ``check_linearizability`` on already loaded
+operations (as in Porcupine's own figures). A verdict that differs from ``MANIFEST.json`` is printed and
+makes the exit status 1.
+
+Case mode (``--case NAME``, repeatable; ``--case all``) generates each history into ``--dir`` (kept, so
+a second run reuses it) and, in this one process, times a bare ``json.loads`` of every line, then
+``python -m checkers check`` on the file (loading, validating, pairing and checking, ``--workers``
+processes), and prints wall and CPU seconds, their ratio, the verdict, and the peak memory: this
+process's and its forked workers' peak RSS, and the peak of their summed PSS (shared pages counted
+once), sampled every 0.1 s. The cases (issue 13):
+
+* ``1m``: 1,000,000 operations, 1,000 keys, 20 processes (reads, writes, compare-and-set);
+* ``200mb``: a 200 MB history shaped like the harness's (``node``, ``lsn``, cas mismatches), 10,000 keys;
+* ``p20``: 2,000 operations on one register, 20 processes, linearizable;
+* ``p20-hard``: the same with 5% ``info`` and one stale read (not linearizable): decided within 10 s?
+* ``timeout5``: the ``1m`` history with ``--timeout 5``: how long until it answers.
+
+Every generated history of the valid cases is linearizable by construction (each operation takes
+effect at its completion, on a reference register), so any other verdict is a bug and exit status 1.
 
     .venv/bin/python benchmarks/linearizability_bench.py [--repeat 5] [--top 10] [--corpus DIR]
+    .venv/bin/python benchmarks/linearizability_bench.py --case all [--dir /tmp/lin-bench] [--seed 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import random
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from checkers.cli import main as checkers_main  # noqa: E402
 from checkers.history import load_history  # noqa: E402
 from checkers.linearizability import check_linearizability  # noqa: E402
 from checkers.verdict import Valid  # noqa: E402
@@ -31,6 +54,9 @@ DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "porcupine"
 # Porcupine (Go) on this machine, from issue 3: seconds for the whole corpus, and its slowest files.
 PORCUPINE_TOTAL_S = {"etcd": 0.41, "kv": 0.17}
 PORCUPINE_FILE_S = {"etcd_002": 0.154, "etcd_007": 0.103, "kv_c50-ok": 0.143}
+
+
+# -- the Porcupine corpus --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -65,7 +91,8 @@ def measure(corpus_dir: Path, repeat: int) -> list[Row]:
                 ops=len(history.ops),
                 states=verdict.stats.get("states", 0),
                 valid=verdict.valid,
-                expected=entry["expected_linearizable"],
+                # no expectation for the empty etcd_095: it has nothing to judge (unknown)
+                expected=entry["expected_linearizable"] if entry["op_count"] else "unknown",
                 wall_s=wall,
                 cpu_s=cpu,
             )
@@ -101,12 +128,209 @@ def report(rows: list[Row], top: int) -> None:
         )
 
 
+# -- generated histories -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What to generate: ``ops`` client operations (or until ``target_bytes``) on ``keys`` registers by
+    ``processes`` clients; ``info``: the share of operations that end ``info`` (each of those took effect
+    or not, at random); ``stale``: ops after which one read returns an overwritten value; ``harness``:
+    lines carry ``node`` and ``lsn`` as the harness's do."""
+
+    ops: int
+    keys: int
+    processes: int
+    info: float = 0.0
+    stale: int | None = None
+    harness: bool = False
+    target_bytes: int | None = None
+
+
+def generate(path: Path, shape: Shape, seed: int) -> dict[str, Any]:
+    """Write a register history of ``shape`` to ``path`` (module docstring); return what was written."""
+    rng = random.Random(seed)
+    state: dict[str, Any] = {}
+    written: dict[str, list[tuple[Any, int, int]]] = {}  # key -> (value, invoke, completion) of ok writes
+    slots = list(range(shape.processes))
+    busy: dict[int, tuple[str, str, Any, int]] = {}  # process -> f, key, value, invoke index
+    next_process = shape.processes
+    value = index = done = issued = size = lsn = 0
+    clock = 0
+    stale_done = False
+    with path.open("w", encoding="utf-8") as out:
+
+        def emit(record: dict[str, Any]) -> None:
+            nonlocal index, size
+            text = json.dumps(record, separators=(",", ":")) + "\n"
+            out.write(text)
+            size += len(text)
+            index += 1
+
+        def full() -> bool:
+            return done >= shape.ops if shape.target_bytes is None else size >= shape.target_bytes
+
+        while not (full() and not busy):
+            slot = rng.randrange(shape.processes)
+            process = slots[slot]
+            clock += rng.randint(1_000, 60_000)
+            if process not in busy:
+                if full() or issued >= shape.ops:
+                    continue
+                key = f"k{rng.randrange(shape.keys)}"
+                roll = rng.random()
+                value += 1
+                f, v = ("read", None) if roll < 0.4 else ("write", value) if roll < 0.8 else ("cas", [state.get(key), value])
+                busy[process] = (f, key, v, index)
+                issued += 1
+                emit({"index": index, "time": clock, "process": process, "type": "invoke", "f": f, "key": key, "value": v})
+                continue
+            f, key, v, invoked = busy.pop(process)
+            done += 1
+            record: dict[str, Any] = {"index": index, "time": clock, "process": process, "type": "ok", "f": f, "key": key, "value": v}
+            if shape.info and rng.random() < shape.info:
+                record.update(type="info", error="timeout")
+                if f != "read" and rng.random() < 0.5 and (f == "write" or state.get(key) == v[0]):
+                    state[key] = v if f == "write" else v[1]
+                slots[slot] = next_process
+                next_process += 1
+            elif f == "read":
+                record["value"] = state.get(key)
+                history = written.get(key, [])
+                if shape.stale is not None and not stale_done and done >= shape.stale and len(history) >= 2:
+                    # The last write began after the one before it ended, and ended before this read began:
+                    # the value before it is surely overwritten.
+                    if history[-2][2] < history[-1][1] and history[-1][2] < invoked:
+                        record["value"] = history[-2][0]
+                        stale_done = True
+            elif f == "write" or state.get(key) == v[0]:
+                state[key] = v if f == "write" else v[1]
+                written.setdefault(key, []).append((state[key], invoked, index))
+                lsn += 1
+                if shape.harness:
+                    record["lsn"] = [1, lsn]
+            else:
+                record.update(type="fail", error="cas-mismatch")
+            if shape.harness:
+                record["node"] = f"n{process % 5 + 1}"
+            emit(record)
+    return {"ops": done, "lines": index, "bytes": size, "stale": stale_done}
+
+
+CASES: dict[str, tuple[Shape, str | None]] = {
+    # name: (shape, extra argument for the check)
+    "1m": (Shape(ops=1_000_000, keys=1000, processes=20), None),
+    "200mb": (Shape(ops=10**9, keys=10_000, processes=20, harness=True, target_bytes=200 * 10**6), None),
+    "p20": (Shape(ops=2000, keys=1, processes=20), None),
+    "p20-hard": (Shape(ops=2000, keys=1, processes=20, info=0.05, stale=1000), None),
+    "timeout5": (Shape(ops=1_000_000, keys=1000, processes=20), "--timeout=5"),
+}
+EXPECTED = {"1m": True, "200mb": True, "p20": True, "p20-hard": False}
+
+
+class MemorySampler:
+    """Peak summed PSS (``/proc/PID/smaps_rollup``: shared pages counted once) of this process and its
+    children, sampled every ``interval`` seconds by a thread."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        import psutil
+
+        self.process = psutil.Process()
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _pss(pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
+                for line in rollup:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:  # a worker that just ended
+            pass
+        return 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pids = [self.process.pid, *(child.pid for child in self.process.children(recursive=True))]
+            self.peak = max(self.peak, sum(self._pss(pid) for pid in pids))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _timed(function: Callable[[], Any]) -> tuple[float, float, Any]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = function()
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
+def _bare_json_load(path: Path) -> None:
+    with path.open("rb") as handle:
+        for line in handle:
+            json.loads(line)
+
+
+def run_case(name: str, directory: Path, seed: int, workers: int | None) -> bool:
+    shape, extra = CASES[name]
+    base = "1m" if name == "timeout5" else name
+    path = directory / f"{base}-seed{seed}.jsonl"
+    if not path.exists():
+        wall, _, info = _timed(lambda: generate(path, shape, seed))
+        print(f"[{name}] generated {path}: {info['ops']:,} operations, {info['lines']:,} lines, "
+              f"{info['bytes'] / 1e6:.0f} MB in {wall:.1f} s")
+    json_wall, json_cpu, _ = _timed(lambda: _bare_json_load(path))
+    argv = ["check", str(path), "--model", "cas-register", "--json"]
+    if workers is not None:
+        argv.append(f"--workers={workers}")
+    if extra:
+        argv.append(extra)
+    out = io.StringIO()
+    with MemorySampler() as sampler:
+        wall, cpu, code = _timed(lambda: checkers_main(argv, out=out, err=sys.stderr))
+    import resource
+
+    verdicts = [json.loads(line) for line in out.getvalue().splitlines()]
+    lin = next((v for v in verdicts if v["checker"] == "linearizable"), None)
+    valid = lin["valid"] if lin else None
+    self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        f"[{name}] {path.stat().st_size / 1e6:.0f} MB: bare json.loads {json_wall:.2f} s wall ({json_cpu:.2f} s cpu); "
+        f"check {wall:.2f} s wall ({cpu:.2f} s cpu in this process) = {wall / json_wall:.2f}x the load; "
+        f"verdict {valid} (exit {code}); peak PSS {sampler.peak / 2**20:.0f} MiB (this process + workers), "
+        f"peak RSS {self_rss:.0f} MiB here, {child_rss:.0f} MiB the largest worker; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    if lin is not None:
+        print(f"[{name}]   {lin['summary'][:200]}")
+    expected = EXPECTED.get(name)
+    return expected is None or valid == expected
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per file; the best counts (default 5)")
     parser.add_argument("--top", type=int, default=10, help="slowest files to list (default 10)")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="directory with MANIFEST.json")
+    parser.add_argument("--case", action="append", choices=[*CASES, "all"], help="generated case(s) to run")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/linearizability-bench"), help="generated histories")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, help="processes for the search (default: the cores)")
     args = parser.parse_args(argv)
+    if args.case:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        names = list(CASES) if "all" in args.case else args.case
+        ok = [run_case(name, args.dir, args.seed, args.workers) for name in names]
+        return 0 if all(ok) else 1
     if not (args.corpus / "MANIFEST.json").is_file():
         print(f"no corpus at {args.corpus}: expected MANIFEST.json there (../shared beside the repository)")
         return 254

@@ -1,20 +1,31 @@
 """``python -m checkers``: check history files from the command line.
 
-    python -m checkers check FILE... --model register|cas-register|kv|queue
-                       [--checker NAME]... [--journals DIR] [--json] [--timeout S] [--final-after NS]
+    python -m checkers check FILE... --model MODEL [--checker NAME]... [--journals DIR] [--json]
+                       [--format auto|jsonl|edn|jepsen-json] [--independent auto|yes|no] [--initial JSON]
+                       [--timeout S] [--max-states N] [--max-memory BYTES] [--workers N] [--final-after NS]
     python -m checkers list
 
-``FILE`` is a ``history.jsonl`` in FORMATS.md's format (ours, or converted from Jepsen/Knossos or
-Porcupine) or a run directory holding one. Journals come from ``--journals DIR`` (a run directory or its
-``nodes/``), else from ``nodes/*/journal.jsonl`` beside the history when present. Without ``--checker``,
-every checker that applies to the input runs (see :mod:`checkers.registry`).
+``FILE`` is a history in FORMATS.md's format (``history.jsonl``), a run directory holding one, or a
+Jepsen history (``history.edn``, Knossos' EDN files, JSON exports of Jepsen operations): the format is
+chosen by extension (``.edn``) unless ``--format`` says (see :mod:`checkers.jepsen` for the mapping).
+Journals come from ``--journals DIR`` (a run directory or its ``nodes/``), else from
+``nodes/*/journal.jsonl`` beside the history when present. Without ``--checker``, every checker that
+applies to the input runs (see :mod:`checkers.registry`). Each file is judged by
+:func:`checkers.judge.judge_files`, the path the harness's post-run check takes too.
+
+Budgets: ``--timeout`` bounds reading and checking each file (wall seconds); ``--max-states`` and
+``--max-memory`` (bytes, or with a K/M/G suffix) bound the linearizability search's memo; a key out of
+budget is ``unknown`` with its name and the budget, the others are still decided. ``--workers`` is how
+many processes the search may use (default: the cores available).
 
 Output: one line per (file, checker): ``FILE: CHECKER: valid|invalid|unknown: summary``; with ``--json``
 one JSON object per line, shaped like a checker entry of ``results.json`` plus ``file`` and ``checker``.
-Malformed input is one line on stderr naming the file, the line and the reason.
+Malformed input is one line on stderr naming the file, the line and the reason; warnings about the input
+(time going backwards) are lines on stderr starting ``warning:``.
 
-Exit code (ARCHITECTURE.md): 0 every verdict valid, 1 any invalid, 2 any unknown and none invalid, 254
-bad input or arguments (also when other files were checked). This interface is a contract: keep it stable.
+Exit code (ARCHITECTURE.md): 0 every verdict valid, 1 any invalid, 2 any unknown and none invalid (an
+empty history is unknown: nothing to judge), 254 bad input or arguments (also when other files were
+checked). This interface is a contract: keep it stable.
 """
 
 from __future__ import annotations
@@ -26,8 +37,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
-from checkers.history import HistoryError, JournalEvent, load_history, load_journals
-from checkers.registry import CHECKERS, MODEL_NAMES, CheckInput, applicable, run_checker
+from checkers.history import FORMATS, HistoryError
+from checkers.jepsen import INDEPENDENT_CHOICES
+from checkers.judge import Budgets, default_workers, judge_files
+from checkers.models import ModelError, get_model
+from checkers.registry import CHECKERS, MODEL_NAMES
 from checkers.verdict import UNKNOWN, Valid, Verdict, exit_code, worst
 
 BAD_INPUT = 254
@@ -43,6 +57,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see python -m checkers {self.prog.split()[-1]} --help)")
 
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _bytes(text: str) -> int:
+    """A byte count: a number with an optional K, M or G (powers of 1024)."""
+    number, unit = text.strip().upper().removesuffix("B"), ""
+    if number and number[-1] in _UNITS:
+        number, unit = number[:-1], number[-1]
+    try:
+        return int(float(number) * _UNITS[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a byte count: {text!r} (e.g. 1073741824, 512M, 2G)") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m checkers", description="Check histories for safety anomalies.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -51,7 +79,9 @@ def _parser() -> argparse.ArgumentParser:
         help="check one or more history files",
         description="Check history files; exit 0 valid, 1 invalid, 2 unknown, 254 bad input.",
     )
-    check.add_argument("files", nargs="+", metavar="FILE", help="history.jsonl files or run directories")
+    check.add_argument(
+        "files", nargs="+", metavar="FILE", help="history files (history.jsonl, history.edn) or run directories"
+    )
     check.add_argument("--model", required=True, choices=MODEL_NAMES, help="what the operations mean")
     check.add_argument(
         "--checker",
@@ -61,7 +91,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--journals", metavar="DIR", help="node journals: DIR/<node>/journal.jsonl")
     check.add_argument("--json", action="store_true", help="print one JSON object per verdict")
-    check.add_argument("--timeout", type=float, metavar="S", help="time budget of the linearizability check")
+    check.add_argument(
+        "--format", default="auto", choices=FORMATS, help="history format (default: .edn by extension, else jsonl)"
+    )
+    check.add_argument(
+        "--independent",
+        default="auto",
+        choices=INDEPENDENT_CHOICES,
+        help="Jepsen histories: values are [key value] tuples of independent keys (default: detect)",
+    )
+    check.add_argument(
+        "--initial", metavar="JSON", help="register models: the value before any write; multi-register: an object"
+    )
+    check.add_argument("--timeout", type=float, metavar="S", help="time budget for reading and checking a file")
+    check.add_argument("--max-states", type=int, metavar="N", help="linearizability memo budget in states")
+    check.add_argument(
+        "--max-memory", type=_bytes, metavar="BYTES", help="linearizability memo budget in bytes (e.g. 512M, 2G)"
+    )
+    check.add_argument("--workers", type=int, metavar="N", help="processes for the linearizability search")
     check.add_argument(
         "--final-after",
         type=int,
@@ -87,15 +134,6 @@ def _history_path(file: str) -> Path:
     return path / "history.jsonl" if path.is_dir() else path
 
 
-def _journals_for(history_path: Path, journals_dir: str | None) -> dict[str, list[JournalEvent]] | None:
-    if journals_dir is not None:
-        return load_journals(journals_dir)
-    beside = history_path.parent / "nodes"
-    if any(beside.glob("*/journal.jsonl")):
-        return load_journals(beside)
-    return None
-
-
 def _emit(out: TextIO, file: str, name: str, verdict: Verdict, as_json: bool) -> None:
     if as_json:
         entry: dict[str, Any] = {"file": file, "checker": name, **verdict.to_json()}
@@ -112,31 +150,64 @@ def _json_default(value: Any) -> Any:
     return repr(value)
 
 
+def _budgets(args: argparse.Namespace) -> Budgets:
+    for option, value in (
+        ("--timeout", args.timeout),
+        ("--max-states", args.max_states),
+        ("--max-memory", args.max_memory),
+        ("--workers", args.workers),
+    ):
+        if value is not None and not value > 0:
+            raise UsageError(f"{option} must be positive, not {value}")
+    return Budgets(
+        timeout_s=args.timeout,
+        max_states=args.max_states,
+        max_memory_bytes=args.max_memory,
+        workers=args.workers or default_workers(),
+    )
+
+
+def _initial(args: argparse.Namespace) -> Any:
+    if args.initial is None:
+        return None
+    try:
+        initial = json.loads(args.initial)
+    except json.JSONDecodeError:
+        raise UsageError(f"--initial must be a JSON value, not {args.initial!r}") from None
+    try:
+        get_model(args.model, initial=initial)
+    except ModelError as exc:
+        raise UsageError(f"--initial: {exc}") from None
+    return initial
+
+
 def check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``check``: every file, every selected checker; return the exit code."""
     names = _checker_names(args.checker)
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive, not {args.timeout}")
+    budgets = _budgets(args)
+    initial = _initial(args)
     valids: list[Valid] = []
     bad_input = False
     for file in args.files:
-        path = _history_path(file)
         try:
-            history = load_history(path)
-            journals = _journals_for(path, args.journals)
+            judgement = judge_files(
+                _history_path(file),
+                model=args.model,
+                journals=args.journals if args.journals is not None else "auto",
+                checkers=names,
+                budgets=budgets,
+                final_after=args.final_after,
+                history_format=args.format,
+                independent=args.independent,
+                initial=initial,
+            )
         except HistoryError as exc:
             err.write(f"bad input: {exc}\n")
             bad_input = True
             continue
-        inp = CheckInput(
-            history=history,
-            model=args.model,
-            journals=journals,
-            timeout_s=args.timeout,
-            final_after=args.final_after,
-        )
-        for name in names if names is not None else applicable(inp):
-            verdict = run_checker(name, inp)
+        for warning in judgement.warnings:
+            err.write(f"warning: {warning}\n")
+        for name, verdict in judgement.verdicts.items():
             valids.append(verdict.valid)
             _emit(out, file, name, verdict, args.json)
     if bad_input:

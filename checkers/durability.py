@@ -123,8 +123,7 @@ def final_phase(history: History, final_after: int | None = None) -> FinalPhase 
 
 
 def _marked_final(history: History, op: Operation) -> bool:
-    events = history.events
-    return op.invoke_index < len(events) and events[op.invoke_index].raw.get("final") is True
+    return op.extra is not None and op.extra.get("final") is True
 
 
 def infer_model(history: History) -> str:
@@ -357,9 +356,8 @@ def _guid_of(message: Any) -> Any:
 
 
 def _put_guid(history: History, op: Operation) -> Any:
-    raw = history.events[op.invoke_index].raw if op.invoke_index < len(history.events) else {}
-    if "guid" in raw:
-        return _freeze(raw["guid"])
+    if op.extra is not None and "guid" in op.extra:
+        return _freeze(op.extra["guid"])
     return _guid_of(op.value)
 
 

@@ -7,32 +7,55 @@ reason; nothing is silently skipped. The rules are Jepsen's:
 * a process has at most one operation outstanding, and its completion repeats ``f`` and ``key``;
 * after an ``info`` completion a client process never invokes again (the client continues under a new
   process id); the nemesis is exempt, since its ``info`` means "could not be applied", not "unknown";
-* an invoke that never completed (the controller stopped first) is indeterminate, exactly like ``info``.
+* an invoke that never completed (the controller stopped first) is indeterminate, exactly like ``info``;
+* a nemesis ``info`` event with no nemesis operation outstanding starts one (Jepsen writes a nemesis
+  operation as two ``info`` events, or as one lone event); it is paired with the next nemesis event of
+  the same ``f``, and stands alone otherwise.
 
 Semantics that the checkers rely on: an ``ok`` operation happened between its invoke and its completion;
 a ``fail`` operation did not happen; an ``info`` operation may have happened at any time after its
 invoke, or never, so it has no return time (``ret is None``).
+
+**Real-time order is the file order.** ``index`` numbers the lines; ``time`` (ns) normally grows with
+it, and then an operation's ``call``/``ret`` are its invoke's and completion's times (equal times are
+concurrent). Where ``time`` goes backwards (Jepsen's times come from several threads) the history is
+not refused: a warning names the first such line, and every operation's ``call``/``ret`` become the
+indexes of its invoke and completion, so every checker orders by the file, as Jepsen does.
+
+Loading streams: one line is decoded at a time (msgspec's JSON decoder), and with ``keep_events=False``
+only the paired operations are kept, which is what the checkers need (a few hundred bytes per
+operation, where the events and their decoded lines take several times that). A history with no client
+operation has nothing to judge: the checkers answer ``unknown`` for it (``checkers.registry``).
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import time as _time
+import zlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 COMPLETION_TYPES = ("ok", "fail", "info")
 NEMESIS = "nemesis"
 # Operations whose completion value is what they observed, never what they asked for.
-READ_LIKE = frozenset({"read", "get", "consume", "status"})
+READ_LIKE = frozenset({"read", "get", "consume", "dequeue", "status"})
 REQUIRED_EVENT_FIELDS = ("index", "time", "process", "type", "f")
+# Every field FORMATS.md defines for an event; any other field of an invoke is kept in Operation.extra.
+EVENT_FIELDS = frozenset((*REQUIRED_EVENT_FIELDS, "key", "value", "node", "lsn", "error"))
 REQUIRED_JOURNAL_FIELDS = ("node", "seq", "wall", "event")
 # Fields that particular journal events must carry (FORMATS.md: checkers rely on `role` and `apply`).
 JOURNAL_EVENT_FIELDS = {"role": ("role", "term", "leader"), "apply": ("lsn", "key", "op")}
+# History formats :func:`load_history` reads; "auto" picks by extension (``.edn``: edn, else jsonl).
+FORMATS = ("auto", "jsonl", "edn", "jepsen-json")
+_DEADLINE_EVERY = 1 << 12  # lines between two looks at the clock while loading
+_TYPES = {kind: kind for kind in EVENT_TYPES}
 
 
 class HistoryError(ValueError):
@@ -44,6 +67,17 @@ class HistoryError(ValueError):
         self.reason = reason
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: {reason}")
+
+
+class LoadTimeout(Exception):
+    """The time budget ran out while reading input: names the file and how far it got."""
+
+    def __init__(self, source: str, line: int, budget_s: float | None = None) -> None:
+        self.source = source
+        self.line = line
+        self.budget_s = budget_s
+        budget = f" of {budget_s:g} s" if budget_s is not None else ""
+        super().__init__(f"the time budget{budget} ran out while reading {source} (at line {line:,})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +105,8 @@ class Operation:
     ``value`` is what was asked (the write's value, ``[expected, new]`` for a cas, ``None`` for a read);
     ``output`` is what the completion reported (what a read returned), ``None`` unless ``ok``.
     ``ret`` is ``None`` for ``info`` operations: they may take effect at any time after ``call``.
+    ``extra`` holds the invoke's fields beyond FORMATS.md's (``final``, a queue put's ``guid``, ...), or
+    ``None`` when it has none.
     """
 
     id: int
@@ -87,6 +123,7 @@ class Operation:
     node: str | None = None
     lsn: tuple[int, int] | None = None
     error: str | None = None
+    extra: dict[str, Any] | None = field(default=None, compare=False)  # not part of what happened
 
     @property
     def ok(self) -> bool:
@@ -94,7 +131,7 @@ class Operation:
 
     def evidence(self) -> dict[str, Any]:
         """:meth:`to_json` plus the 1-based lines of the invoke and the completion in ``history.jsonl``
-        (``index`` is the 0-based line number, a rule :func:`parse_events` enforces)."""
+        (``index`` is the 0-based line number, a rule the loader enforces)."""
         out = self.to_json()
         out["invoke_line"] = self.invoke_index + 1
         out["complete_line"] = None if self.complete_index is None else self.complete_index + 1
@@ -126,12 +163,20 @@ class Operation:
 
 @dataclass(frozen=True)
 class History:
-    """A validated history: its events, its client operations and its nemesis operations."""
+    """A validated history: its client operations and nemesis operations, in invoke order, and its
+    events (empty when loaded with ``keep_events=False``). ``warnings`` are things a person should know
+    that did not stop the load (time going backwards)."""
 
     source: str
     events: tuple[Event, ...]
     ops: tuple[Operation, ...]
     nemesis: tuple[Operation, ...]
+    warnings: tuple[str, ...] = ()
+    # Loaded as one shard (``build_history(shard=...)``): ``ops`` holds that shard's operations and every
+    # status poll; ``seen`` tells what the whole file holds ("lsn", "final": some operation has one).
+    shard: tuple[int, int] | None = None
+    seen: frozenset[str] = frozenset()
+    file_ops: int = 0  # client operations in the whole file, status polls aside (all shards)
 
     def by_key(self) -> dict[Any, list[Operation]]:
         """Client operations grouped by key, each group in invoke order (P-compositionality)."""
@@ -182,210 +227,410 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _json_object(text: str, required: Sequence[str], source: str, number: int) -> dict[str, Any]:
-    """Line ``number`` of ``source`` as a JSON object holding the ``required`` fields (FORMATS.md: one
-    object per line, history and journal alike); else a ``HistoryError`` naming what is wrong."""
-    if not text.strip():
-        raise HistoryError(source, number, "empty line (every line must be one JSON object)")
+_DECODER = msgspec.json.Decoder()
+
+
+def _decode(text: str | bytes, source: str, number: int) -> dict[str, Any]:
+    """Line ``number`` of ``source`` as a JSON object (FORMATS.md: one object per line)."""
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise HistoryError(source, number, f"bad JSON: {exc.msg} at column {exc.colno}") from None
+        raw = _DECODER.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        if not text.strip():
+            raise HistoryError(source, number, "empty line (every line must be one JSON object)") from None
+        if isinstance(text, bytes):
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise HistoryError(source, number, f"not UTF-8: {bad.reason} at byte {bad.start}") from None
+        raise HistoryError(source, number, f"bad JSON: {exc}") from None
     if not isinstance(raw, dict):
-        raise HistoryError(source, number, f"expected a JSON object, got {type(raw).__name__}")
+        raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")
+    return raw
+
+
+def _json_type(value: Any) -> str:
+    return {list: "list", str: "str", int: "int", float: "float", bool: "bool"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _json_object(text: str | bytes, required: Sequence[str], source: str, number: int) -> dict[str, Any]:
+    """Line ``number`` as a JSON object holding the ``required`` fields, else a ``HistoryError``."""
+    raw = _decode(text, source, number)
     missing = [name for name in required if name not in raw]
     if missing:
         raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}")
     return raw
 
 
-def parse_events(lines: Iterable[str], source: str = "history.jsonl") -> Iterator[Event]:
-    """Parse history lines into events, checking each line on its own (JSON, fields, types, order)."""
-    last_time = None
-    for number, text in enumerate(lines, start=1):
-        expected_index = number - 1
-        raw = _json_object(text, REQUIRED_EVENT_FIELDS, source, number)
-        index, time, process, kind, f = (raw[name] for name in REQUIRED_EVENT_FIELDS)
-        if not _is_int(index) or index != expected_index:
-            raise HistoryError(source, number, f"index is {index!r}, expected {expected_index} (file order)")
-        if not _is_int(time) or time < 0:
-            raise HistoryError(source, number, f"time must be a non-negative integer (ns), not {time!r}")
-        if last_time is not None and time < last_time:
-            raise HistoryError(source, number, f"time goes backwards ({time} after {last_time})")
-        last_time = time
-        if not (_is_int(process) or process == NEMESIS):
-            raise HistoryError(source, number, f"process must be an integer or 'nemesis', not {process!r}")
-        if kind not in EVENT_TYPES:
-            raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {kind!r}")
-        if not isinstance(f, str) or not f:
-            raise HistoryError(source, number, f"f must be a non-empty string, not {f!r}")
-        node = raw.get("node")
-        if node is not None and not isinstance(node, str):
-            raise HistoryError(source, number, f"node must be a string, not {node!r}")
-        error = raw.get("error")
-        if error is not None and not isinstance(error, str):
-            error = json.dumps(error)
-        yield Event(
-            index=index,
-            time=time,
-            process=process,
-            type=kind,
-            f=f,
-            key=raw.get("key"),
-            value=raw.get("value"),
-            node=node,
-            lsn=_lsn(raw.get("lsn"), source, number),
-            error=error,
-            line=number,
-            raw=raw,
-        )
+def build_history(
+    raws: Iterable[dict[str, Any]] | Iterable[str | bytes],
+    source: str = "history.jsonl",
+    *,
+    keep_events: bool = True,
+    deadline: float | None = None,
+    clock: Callable[[], float] = _time.monotonic,
+    decoded: bool = True,
+    shard: tuple[int, int] | None = None,
+) -> History:
+    """Validate events (one JSON object per line, in file order) and pair them into operations.
+
+    ``shard=(i, n)`` keeps only the client operations whose key is in shard ``i`` of ``n``
+    (:func:`key_shard`; every line is still validated and the operations keep their ids): how the
+    linearizability workers each read their share of a file.
+
+    ``raws`` are decoded objects, or with ``decoded=False`` the JSON lines themselves (decoded here,
+    one at a time). ``keep_events=False`` keeps only the operations (the low-memory form every checker
+    can use). ``deadline`` (on ``clock``) raises :class:`LoadTimeout` when passed while reading.
+    """
+    collecting = gc.isenabled()
+    gc.disable()  # millions of long-lived small objects: the cyclic collector would rescan them for nothing
+    try:
+        return _build(raws, source, keep_events, deadline, clock, decoded, shard)
+    finally:
+        if collecting:
+            gc.enable()
 
 
-def pair_operations(
-    events: Iterable[Event], source: str = "history.jsonl"
-) -> tuple[list[Operation], list[Operation]]:
-    """Pair invokes with completions; return (client operations, nemesis operations) in invoke order."""
-    outstanding: dict[int | str, Event] = {}
+_Invoke = tuple  # (index, time, f, key, value, node, extra, line, id, process)
+
+
+def _build(
+    raws: Iterable[Any],
+    source: str,
+    keep_events: bool,
+    deadline: float | None,
+    clock: Callable[[], float],
+    decoded: bool,
+    shard: tuple[int, int] | None = None,
+) -> History:
+    mine, parts = shard if shard is not None else (0, 1)
+    shards: dict[Any, int] = {}  # key -> its shard
+    outstanding: dict[int | str, _Invoke] = {}
     crashed: dict[int | str, int] = {}  # process -> line of its info completion
-    done: dict[int, Operation] = {}  # invoke index -> operation
-    invokes: list[Event] = []
-    for event in events:
-        process = event.process
-        if event.type == "invoke":
+    client: list[Operation | _Invoke] = []  # by id: the operation, or its invoke while outstanding
+    nemesis: list[Operation | _Invoke] = []
+    events: list[Event] = []
+    warnings: list[str] = []
+    ordered = True
+    last_time = -1
+    number = 0
+    names: dict[str, str] = {}
+    seen: set[str] = set()
+    statuses = 0
+    decode = _DECODER.decode
+    for number, raw in enumerate(raws, start=1):
+        if deadline is not None and not number % _DEADLINE_EVERY and clock() > deadline:
+            raise LoadTimeout(source, number)
+        if not decoded:
+            try:
+                raw = decode(raw)
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                raw = _decode(raw, source, number)  # raises, with the reason
+            if raw.__class__ is not dict:
+                raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")
+        try:
+            index = raw["index"]
+            time = raw["time"]
+            process = raw["process"]
+            kind = raw["type"]
+            f = raw["f"]
+        except KeyError:
+            missing = [name for name in REQUIRED_EVENT_FIELDS if name not in raw]
+            raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}") from None
+        if index != number - 1 or index.__class__ is not int:
+            raise HistoryError(source, number, f"index is {index!r}, expected {number - 1} (file order)")
+        if time.__class__ is not int or time < 0:
+            raise HistoryError(source, number, f"time must be a non-negative integer (ns), not {time!r}")
+        if time < last_time and ordered:
+            ordered = False
+            warnings.append(
+                f"{source}:{number}: time goes backwards ({time} after {last_time}); real-time order is "
+                "taken from the file order (index) instead"
+            )
+        last_time = time
+        if process.__class__ is not int and process != NEMESIS:
+            raise HistoryError(source, number, f"process must be an integer or 'nemesis', not {process!r}")
+        kind = _TYPES.get(kind) if kind.__class__ is str else None
+        if kind is None:
+            raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {raw['type']!r}")
+        if f.__class__ is not str or not f:
+            raise HistoryError(source, number, f"f must be a non-empty string, not {f!r}")
+        key = raw.get("key")
+        if kind == "invoke":
+            # One object per distinct name and key: a million operations share a few strings.
+            f = names.setdefault(f, f)
+            if key.__class__ is str:
+                key = names.setdefault(key, key)
+        value = raw.get("value")
+        node = lsn = error = None
+        if len(raw) > 7:  # more than the five required fields, key and value
+            node = raw.get("node")
+            if node is not None and node.__class__ is not str:
+                raise HistoryError(source, number, f"node must be a string, not {node!r}")
+            lsn = raw.get("lsn")
+            if lsn is not None:
+                lsn = _lsn(lsn, source, number)
+                seen.add("lsn")
+            error = raw.get("error")
+            if error is not None and error.__class__ is not str:
+                error = msgspec.json.encode(error).decode()
+        if keep_events:
+            events.append(Event(index, time, process, kind, f, key, value, node, lsn, error, number, raw))
+        if process == NEMESIS and kind == "info":
+            # Jepsen's nemesis: an info event starts an operation unless it completes the outstanding one.
+            pending = outstanding.get(process)
+            if pending is None or pending[2] != f:
+                if pending is not None:
+                    _complete(nemesis, outstanding.pop(process), None, None, None, None, None)
+                kind = "invoke"
+        if kind == "invoke":
             if process in outstanding:
                 first = outstanding[process]
                 raise HistoryError(
                     source,
-                    event.line,
-                    f"process {process!r} invokes again while its {first.f} from line {first.line} "
+                    number,
+                    f"process {process!r} invokes again while its {first[2]} from line {first[7]} "
                     "is still outstanding",
                 )
             if process in crashed:
                 raise HistoryError(
                     source,
-                    event.line,
+                    number,
                     f"process {process!r} invokes after its info completion on line {crashed[process]}; "
                     "after info a client must continue under a new process id",
                 )
-            outstanding[process] = event
-            invokes.append(event)
+            extra = None
+            if len(raw) > 7:
+                extra = {k: v for k, v in raw.items() if k not in EVENT_FIELDS} or None
+                if extra is not None and extra.get("final") is True:
+                    seen.add("final")
+            if f == "status":
+                statuses += 1
+            target = nemesis if process == NEMESIS else client
+            invoke = (index, time, f, key, value, node, extra, number, len(target), process)
+            keep = True
+            if parts > 1 and process != NEMESIS:
+                hashable = key if key.__class__ is str else _hashable_key(key)
+                part = shards.get(hashable)
+                if part is None:
+                    part = shards[hashable] = key_shard(key, parts)
+                keep = part == mine or f == "status"
+            if keep:
+                target.append(invoke)
+            else:  # another shard's: its slot keeps the ids in order, and the pairing is still checked
+                target.append(None)
+                invoke = (*invoke[:8], -1, process)
+            outstanding[process] = invoke
             continue
         invoke = outstanding.pop(process, None)
         if invoke is None:
+            raise HistoryError(source, number, f"{kind} completion for process {process!r} without an invoke")
+        if f != invoke[2]:
             raise HistoryError(
-                source, event.line, f"{event.type} completion for process {process!r} without an invoke"
+                source, number, f"completion f {f!r} does not match its invoke's {invoke[2]!r} (line {invoke[7]})"
             )
-        if event.f != invoke.f:
-            raise HistoryError(
-                source,
-                event.line,
-                f"completion f {event.f!r} does not match its invoke's {invoke.f!r} (line {invoke.line})",
-            )
-        if _hashable(event.key) != _hashable(invoke.key):
+        if key != invoke[3]:
             raise HistoryError(
                 source,
-                event.line,
-                f"completion key {event.key!r} does not match its invoke's {invoke.key!r} (line {invoke.line})",
+                number,
+                f"completion key {key!r} does not match its invoke's {invoke[3]!r} (line {invoke[7]})",
             )
-        if event.type == "info" and process != NEMESIS:
-            crashed[process] = event.line
-        done[invoke.index] = _operation(invoke, event)
-    client: list[Operation] = []
-    nemesis: list[Operation] = []
-    for invoke in invokes:
-        op = done.get(invoke.index) or _operation(invoke, None)
-        target = nemesis if invoke.process == NEMESIS else client
-        target.append(_renumber(op, len(target)))
-    return client, nemesis
-
-
-def _operation(invoke: Event, completion: Event | None) -> Operation:
-    kind = completion.type if completion is not None else "info"
-    value = invoke.value
-    if value is None and completion is not None and kind == "ok" and invoke.f not in READ_LIKE:
-        # Some recorders put a write's value only on its completion.
-        value = completion.value
-    output = completion.value if completion is not None and kind == "ok" else None
-    return Operation(
-        id=0,
-        process=invoke.process,
-        f=invoke.f,
-        key=invoke.key,
-        value=value,
-        output=output,
-        type=kind,
-        call=invoke.time,
-        ret=completion.time if completion is not None and kind != "info" else None,
-        invoke_index=invoke.index,
-        complete_index=completion.index if completion is not None else None,
-        node=(completion.node if completion is not None and completion.node else invoke.node),
-        lsn=completion.lsn if completion is not None else None,
-        error=(
-            completion.error
-            if completion is not None
-            else "no completion: the history ended with this operation outstanding"
-        ),
+        if process == NEMESIS:
+            _complete(nemesis, invoke, kind, index, time, value, (node, lsn, error))
+            continue
+        i_index, i_time, _, _, i_value, i_node, extra, _, op_id, _ = invoke
+        if op_id < 0:  # another shard's
+            if kind == "info":
+                crashed[process] = number
+            continue
+        if kind == "ok":
+            if i_value is None and f not in READ_LIKE:
+                i_value = value  # some recorders put a write's value only on its completion
+            client[op_id] = Operation(
+                op_id, process, f, key, i_value, value, kind, i_time, time, i_index, index, node or i_node, lsn,
+                error, extra,
+            )
+            continue
+        if kind == "info":
+            crashed[process] = number
+        client[op_id] = Operation(
+            op_id, process, f, key, i_value, None, kind, i_time, time if kind == "fail" else None, i_index,
+            index, node or i_node, lsn, error, extra,
+        )
+    for invoke in outstanding.values():
+        if invoke[8] >= 0:
+            _complete(nemesis if invoke[9] == NEMESIS else client, invoke, None, None, None, None, None)
+    ops: tuple[Operation, ...] = tuple(client if parts == 1 else [op for op in client if op is not None])  # type: ignore[misc]
+    nemesis_ops: tuple[Operation, ...] = tuple(nemesis)  # type: ignore[arg-type]
+    if not ordered:
+        ops = tuple(_by_index(op) for op in ops)
+        nemesis_ops = tuple(_by_index(op) for op in nemesis_ops)
+    return History(
+        source=source,
+        events=tuple(events),
+        ops=ops,
+        nemesis=nemesis_ops,
+        warnings=tuple(warnings),
+        shard=shard if parts > 1 else None,
+        seen=frozenset(seen),
+        file_ops=len(client) - statuses,
     )
 
 
-def _renumber(op: Operation, new_id: int) -> Operation:
-    return Operation(
-        id=new_id,
-        process=op.process,
-        f=op.f,
-        key=op.key,
-        value=op.value,
-        output=op.output,
-        type=op.type,
-        call=op.call,
-        ret=op.ret,
-        invoke_index=op.invoke_index,
-        complete_index=op.complete_index,
-        node=op.node,
-        lsn=op.lsn,
-        error=op.error,
+_NO_COMPLETION = "no completion: the history ended with this operation outstanding"
+
+
+def _complete(
+    target: list[Any],
+    invoke: _Invoke,
+    kind: str | None,
+    index: int | None,
+    time: int | None,
+    value: Any,
+    rest: tuple[str | None, tuple[int, int] | None, str | None] | None,
+) -> None:
+    """Replace ``invoke``'s slot in ``target`` by its operation (``kind`` None: it never completed)."""
+    i_index, i_time, f, key, i_value, i_node, extra, _, op_id, process = invoke
+    if kind is None or rest is None:
+        target[op_id] = Operation(
+            op_id, process, f, key, i_value, None, "info", i_time, None, i_index, index, i_node, None,
+            _NO_COMPLETION if index is None else None, extra,
+        )
+        return
+    node, lsn, error = rest
+    if i_value is None and kind == "ok" and f not in READ_LIKE:
+        i_value = value  # some recorders put a write's value only on its completion
+    target[op_id] = Operation(
+        op_id,
+        process,
+        f,
+        key,
+        i_value,
+        value if kind == "ok" else None,
+        kind,
+        i_time,
+        time if kind != "info" else None,
+        i_index,
+        index,
+        node or i_node,
+        lsn,
+        error,
+        extra,
     )
 
 
-def parse_history(lines: Iterable[str], source: str = "history.jsonl") -> History:
-    """Validate history lines and pair them into operations."""
-    # Parsing allocates millions of small objects that live as long as the history; the cyclic garbage
-    # collector would rescan them over and over (about 3x the parse time at 1M operations) for nothing.
+def _hashable_key(key: Any) -> Any:
+    return msgspec.json.encode(key) if key.__class__ in (list, dict) else key
+
+
+def key_shard(key: Any, parts: int) -> int:
+    """Which of ``parts`` shards the operations on ``key`` belong to: the same in every process and run
+    (a CRC of the key's JSON text, not Python's salted ``hash``)."""
+    return zlib.crc32(msgspec.json.encode(key)) % parts
+
+
+def _by_index(op: Operation) -> Operation:
+    """``op`` with its invoke's and completion's indexes as its call and return times."""
+    return Operation(
+        op.id, op.process, op.f, op.key, op.value, op.output, op.type, op.invoke_index,
+        None if op.ret is None else op.complete_index, op.invoke_index, op.complete_index, op.node,
+        op.lsn, op.error, op.extra,
+    )
+
+
+def parse_history(
+    lines: Iterable[str | bytes], source: str = "history.jsonl", *, keep_events: bool = True
+) -> History:
+    """Validate history lines (our JSONL) and pair them into operations."""
+    return build_history(lines, source, keep_events=keep_events, decoded=False)
+
+
+def _open(path: Path) -> Any:
+    """``path`` opened for reading bytes (its lines end in ``\n``, which the JSON decoder skips)."""
+    try:
+        return path.open("rb", buffering=1 << 20)
+    except FileNotFoundError:
+        raise HistoryError(str(path), None, "no such file") from None
+    except IsADirectoryError:
+        raise HistoryError(str(path), None, "is a directory, not a history file") from None
+
+
+def format_of(path: str | os.PathLike[str], format: str = "auto") -> str:
+    """The history format of ``path``: ``format`` unless ``"auto"``, else by extension (``.edn``)."""
+    if format not in FORMATS:
+        raise ValueError(f"unknown history format {format!r}; choose from {', '.join(FORMATS)}")
+    if format != "auto":
+        return format
+    return "edn" if str(path).lower().endswith(".edn") else "jsonl"
+
+
+def load_history(
+    path: str | os.PathLike[str],
+    *,
+    format: str = "auto",
+    keep_events: bool = True,
+    deadline: float | None = None,
+    clock: Callable[[], float] = _time.monotonic,
+    independent: str = "auto",
+    shard: tuple[int, int] | None = None,
+) -> History:
+    """Read and validate a history file: ours (``history.jsonl``), or Jepsen's (``checkers.jepsen``,
+    where ``independent`` says whether values are ``[key value]`` tuples: ``auto``, ``yes``, ``no``).
+    ``shard``: keep only one shard's client operations (:func:`build_history`).
+
+    ``keep_events=False`` is the low-memory form (operations only). ``deadline`` (on ``clock``) raises
+    :class:`LoadTimeout` once passed.
+    """
+    path = Path(path)
+    kind = format_of(path, format)
+    if kind != "jsonl":
+        from checkers.jepsen import read_jepsen
+
+        raws = read_jepsen(path, kind, independent=independent, deadline=deadline, clock=clock)
+        return build_history(
+            raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock, shard=shard
+        )
+    with _open(path) as handle:
+        return build_history(
+            handle, str(path), keep_events=keep_events, deadline=deadline, clock=clock, decoded=False, shard=shard
+        )
+
+
+# The journal events the checkers read (FORMATS.md: `role` and `apply`; `start` resets a node's apply
+# order); ``compact`` loading keeps only these.
+CHECKED_JOURNAL_EVENTS = frozenset({"start", "role", "apply"})
+
+
+def parse_journal(
+    lines: Iterable[str | bytes],
+    source: str = "journal.jsonl",
+    *,
+    compact: bool = False,
+    shared: dict[Any, dict[str, Any]] | None = None,
+) -> list[JournalEvent]:
+    """Validate one node's journal lines: JSON objects, required fields, one node, ``seq`` 0, 1, 2, ...
+
+    ``compact`` keeps only :data:`CHECKED_JOURNAL_EVENTS` (every line is still validated), and an
+    ``apply`` whose fields equal those of an ``apply`` of the same LSN already in ``shared`` (another
+    node's) shares that one's ``data``: the nodes of a correct cluster apply the same entries, so their
+    journals then cost about one node's worth of memory.
+    """
     collecting = gc.isenabled()
     gc.disable()
     try:
-        events = tuple(parse_events(lines, source))
-        client, nemesis = pair_operations(events, source)
+        return _parse_journal(lines, source, compact, shared)
     finally:
         if collecting:
             gc.enable()
-    return History(source=source, events=events, ops=tuple(client), nemesis=tuple(nemesis))
 
 
-def _lines(path: Path) -> list[str]:
-    try:
-        with path.open("r", encoding="utf-8") as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise HistoryError(str(path), None, "no such file") from None
-    except UnicodeDecodeError as exc:
-        raise HistoryError(str(path), None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-def load_history(path: str | os.PathLike[str]) -> History:
-    """Read and validate a ``history.jsonl`` file."""
-    path = Path(path)
-    return parse_history(_lines(path), str(path))
-
-
-def parse_journal(lines: Iterable[str], source: str = "journal.jsonl") -> list[JournalEvent]:
-    """Validate one node's journal lines: JSON objects, required fields, one node, ``seq`` 0, 1, 2, ..."""
+def _parse_journal(
+    lines: Iterable[str | bytes], source: str, compact: bool, shared: dict[Any, dict[str, Any]] | None
+) -> list[JournalEvent]:
     events: list[JournalEvent] = []
     node: str | None = None
+    expected = 0
     for number, text in enumerate(lines, start=1):
         raw = _json_object(text, REQUIRED_JOURNAL_FIELDS, source, number)
         if not isinstance(raw["node"], str):
@@ -395,9 +640,9 @@ def parse_journal(lines: Iterable[str], source: str = "journal.jsonl") -> list[J
         elif raw["node"] != node:
             raise HistoryError(source, number, f"node {raw['node']!r} in the journal of node {node!r}")
         seq = raw["seq"]
-        expected = events[-1].seq + 1 if events else 0
         if not _is_int(seq) or seq != expected:
             raise HistoryError(source, number, f"seq is {seq!r}, expected {expected}")
+        expected += 1
         wall = raw["wall"]
         if not isinstance(wall, int | float) or isinstance(wall, bool):
             raise HistoryError(source, number, f"wall must be a number, not {wall!r}")
@@ -419,22 +664,34 @@ def parse_journal(lines: Iterable[str], source: str = "journal.jsonl") -> list[J
                 raise HistoryError(source, number, f"role event term must be an integer, not {data['term']!r}")
             if not isinstance(data["role"], str):
                 raise HistoryError(source, number, f"role event role must be a string, not {data['role']!r}")
+        if compact:
+            if event not in CHECKED_JOURNAL_EVENTS:
+                continue
+            if event == "apply" and shared is not None:
+                first = shared.setdefault(data["lsn"], data)
+                if first == data:
+                    data = first
         events.append(JournalEvent(node=node, seq=seq, wall=float(wall), event=event, data=data, line=number))
     return events
 
 
-def load_journal(path: str | os.PathLike[str]) -> list[JournalEvent]:
-    """Read and validate one node's ``journal.jsonl``."""
+def load_journal(
+    path: str | os.PathLike[str], *, compact: bool = False, shared: dict[Any, dict[str, Any]] | None = None
+) -> list[JournalEvent]:
+    """Read and validate one node's ``journal.jsonl`` (``compact``: see :func:`parse_journal`)."""
     path = Path(path)
-    return parse_journal(_lines(path), str(path))
+    with _open(path) as handle:
+        return parse_journal(handle, str(path), compact=compact, shared=shared)
 
 
-def load_journals(directory: str | os.PathLike[str]) -> dict[str, list[JournalEvent]]:
+def load_journals(directory: str | os.PathLike[str], *, compact: bool = False) -> dict[str, list[JournalEvent]]:
     """Read every ``<node>/journal.jsonl`` under ``directory`` (a run's ``nodes/`` or the run itself).
 
     Returns a mapping from the node id written in each journal to its events, ordered by node id. A
     journal's ``node`` field wins over its directory name; two directories claiming one node is an error.
+    ``compact`` keeps what the checkers read, sharing equal entries across nodes (:func:`parse_journal`).
     """
+    shared: dict[Any, dict[str, Any]] | None = {} if compact else None
     directory = Path(directory)
     if (directory / "nodes").is_dir():
         directory = directory / "nodes"
@@ -442,7 +699,7 @@ def load_journals(directory: str | os.PathLike[str]) -> dict[str, list[JournalEv
         raise HistoryError(str(directory), None, "no such directory of node journals")
     journals: dict[str, list[JournalEvent]] = {}
     for path in sorted(directory.glob("*/journal.jsonl")):
-        events = load_journal(path)
+        events = load_journal(path, compact=compact, shared=shared)
         node = events[0].node if events else path.parent.name
         if node in journals:
             raise HistoryError(str(path), None, f"a second journal for node {node!r}")

@@ -50,6 +50,7 @@ with the model state after each operation: what a Porcupine-style diagram draws.
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import sys
@@ -66,14 +67,8 @@ NAME: Final = "linearizable"
 DEFAULT_MAX_STATES: Final = 2_000_000  # memo entries held at once, over all objects
 DEFAULT_MAX_MEMORY_BYTES: Final = 1 << 30  # estimated size of those entries, states included
 _ENTRY_BYTES: Final = 130  # a memo entry without its state: set slot, pair, 128-bit key
-SLICE: Final = 1024  # memo entries one object's search adds before the next object's turn
+SLICE: Final = 1024  # search steps one object's search takes before the next object's turn
 _ZOBRIST_SEED: Final = 0x11EA  # fixed: the same history always gets the same search and verdict
-
-
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    op: Operation
-    transition: Transition
 
 
 @dataclass
@@ -94,32 +89,34 @@ class _GiveUp(Exception):
 _Search = Generator[tuple[int, int], None, _Outcome]  # yields (memo entries, their estimated bytes)
 
 
-def _search(prepared: Sequence[_Prepared], init: Hashable) -> _Search:
+def _search(ops: Sequence[Operation], transitions: Sequence[Transition], init: Hashable) -> _Search:
     """Wing & Gong / Lowe search over one object's operations (module docstring).
 
-    A generator: every :data:`SLICE` new memo entries it yields their number and estimated size in
-    bytes (sampling the current state's size); it returns an ``_Outcome``.
+    A generator: every :data:`SLICE` steps it yields its number of memo entries and their estimated size
+    in bytes (sampling the current state's size); it returns an ``_Outcome``.
     Throwing ``_GiveUp(reason)`` in ends it with ``unknown`` and its longest partial linearization.
     """
-    n = len(prepared)
-    last_return = max((p.op.ret for p in prepared if p.op.ret is not None), default=None)
+    n = len(ops)
+    rets = [op.ret if op.ret is not None else t.deadline for op, t in zip(ops, transitions, strict=True)]
+    last_return = max([r for r in rets if r is not None], default=None)
     # Events: (time, kind, op); kind 0 = call, 1 = return. Info ops have no return entry.
     events: list[tuple[int, int, int]] = []
-    for i, p in enumerate(prepared):
-        if p.op.ret is None and (p.transition.pure or last_return is None or p.op.call > last_return):
+    pure = [t.pure for t in transitions]
+    for i, op in enumerate(ops):
+        ret = rets[i]
+        if ret is None and (pure[i] or last_return is None or op.call > last_return):
             # "never" is always possible for an info op invoked after the last completion, and it is as
             # good as any other point for one that cannot change the state.
             continue
-        events.append((p.op.call, 0, i))
-        if p.op.ret is not None:
-            events.append((p.op.ret, 1, i))
+        events.append((op.call, 0, i))
+        if ret is not None:
+            events.append((ret, 1, i))
     events.sort()
     m = len(events)
-    apply = [p.transition.apply for p in prepared]
-    arg = [p.transition.arg for p in prepared]
-    pure = [p.transition.pure for p in prepared]
-    info = [p.op.ret is None for p in prepared]
-    needs = [p.transition.needs for p in prepared]
+    apply = [t.apply for t in transitions]
+    arg = [t.arg for t in transitions]
+    info = [r is None for r in rets]
+    needs = [t.needs for t in transitions]
     salt = random.Random(_ZOBRIST_SEED)
     zobrist = [salt.getrandbits(128) for _ in range(n)]
 
@@ -181,7 +178,7 @@ def _search(prepared: Sequence[_Prepared], init: Hashable) -> _Search:
                 open_ended += 1
             else:
                 needed[needs[i]] = needed.get(needs[i], 0) + 1
-    remaining = sum(1 for p in prepared if p.op.ret is not None)
+    remaining = n - info.count(True)
     if remaining == 0:
         return _Outcome(True)
 
@@ -193,7 +190,7 @@ def _search(prepared: Sequence[_Prepared], init: Hashable) -> _Search:
     depth = 0
     state: Any = init
     bits = 0  # Zobrist key of the set of linearized ops
-    next_yield = SLICE
+    ticks = SLICE
     best_entry = -1
     best_stack: Any = None
     best_depth = 0
@@ -204,6 +201,22 @@ def _search(prepared: Sequence[_Prepared], init: Hashable) -> _Search:
     scanning_info = False  # the scan goes through the ok/fail calls, then the info calls
 
     while True:
+        ticks -= 1
+        if not ticks:
+            # Every SLICE steps (whether or not they found new states) the caller gets its turn: to look at
+            # the clock and the memory budget, or to run another object's search.
+            ticks = SLICE
+            try:
+                yield explored, explored * (_ENTRY_BYTES + sys.getsizeof(state))
+            except _GiveUp as give_up:
+                if depth > best_depth:
+                    best_stack, best_state = stack, state
+                return _Outcome(
+                    UNKNOWN,
+                    str(give_up),
+                    states=len(cache),
+                    linearization=_linearization(best_stack, best_state, opi),
+                )
         if close:
             close = False
             first_return = nxt[return_head]
@@ -289,19 +302,6 @@ def _search(prepared: Sequence[_Prepared], init: Hashable) -> _Search:
                         nxt[t] = q
                         prv[q] = t
                 close = True
-                if explored >= next_yield:
-                    next_yield = explored + SLICE
-                    try:
-                        yield explored, explored * (_ENTRY_BYTES + sys.getsizeof(state))
-                    except _GiveUp as give_up:
-                        if depth > best_depth:
-                            best_stack, best_state = stack, state
-                        return _Outcome(
-                            UNKNOWN,
-                            str(give_up),
-                            states=len(cache),
-                            linearization=_linearization(best_stack, best_state, opi),
-                        )
                 continue
             if not scanning_info:
                 scanning_info = True
@@ -376,8 +376,10 @@ class _Object:
     """One object's sub-history and its search."""
 
     key: Hashable
-    prepared: list[_Prepared]
+    ops: list[Operation]  # those that may have happened, in invoke order
+    transitions: list[Transition]  # what each does (checkers.models)
     search: _Search
+    position: int = 0  # in key order: how shards and worker results refer to it
     states: int = 0
     bytes: int = 0
     outcome: _Outcome | None = None
@@ -391,81 +393,184 @@ def check_linearizability(
     max_states: int | None = None,
     max_memory_bytes: int | None = None,
     clock: Callable[[], float] = time.monotonic,
+    deadline: float | None = None,
 ) -> Verdict:
     """Check that ``ops`` (a history's client operations) are linearizable with respect to ``model``.
 
-    ``timeout_s`` bounds the whole check (on ``clock``); ``max_states`` and ``max_memory_bytes`` bound
-    the memo held at once (defaults :data:`DEFAULT_MAX_STATES`, :data:`DEFAULT_MAX_MEMORY_BYTES`).
-    Reaching a budget gives ``unknown`` with the longest partial linearization found. Raises
-    ``ModelError`` for an operation the model cannot read.
+    ``timeout_s`` bounds the whole check (on ``clock``), and ``deadline`` (on the same clock) is an
+    absolute end the caller already set (the earlier of the two holds); ``max_states`` and
+    ``max_memory_bytes`` bound the memo held at once (defaults :data:`DEFAULT_MAX_STATES`,
+    :data:`DEFAULT_MAX_MEMORY_BYTES`). An object whose search reaches a budget is ``unknown``, named with
+    the budget, while the others are still decided; the longest partial linearization is kept. An empty
+    history is ``unknown``: there is nothing to judge. Raises ``ModelError`` for an operation the model
+    cannot read. (Several processes, each with a share of the objects: ``checkers.judge``, with
+    :func:`check_shard` and :func:`merge`.)
     """
     if isinstance(model, str):
         model = get_model(model)
-    budget = _Budget(
+    started = clock()
+    if timeout_s is not None:
+        deadline = started + timeout_s if deadline is None else min(deadline, started + timeout_s)
+    budget = make_budget(max_states, max_memory_bytes, timeout_s)
+    result = check_shard(ops, model, budget, deadline=deadline, clock=clock)
+    return merge([result], model, time_s=clock() - started)
+
+
+@dataclass
+class ShardResult:
+    """What the search over some of a history's objects found, in a form that crosses processes: the
+    violation (a finished verdict) if any, the objects that ran out of budget, and counts."""
+
+    violation: Verdict | None = None
+    unknown_keys: list[dict[str, Any]] = field(default_factory=list)
+    ops: int = 0
+    keys: int = 0
+    info_ops: int = 0
+    states: int = 0
+    error: str | None = None  # the shard could not be checked at all (a worker that failed)
+
+
+def make_budget(max_states: int | None, max_memory_bytes: int | None, timeout_s: float | None) -> _Budget:
+    """The search's budgets, with the defaults filled in."""
+    return _Budget(
         DEFAULT_MAX_STATES if max_states is None else max_states,
         DEFAULT_MAX_MEMORY_BYTES if max_memory_bytes is None else max_memory_bytes,
+        timeout_s,
     )
-    started = clock()
-    deadline = None if timeout_s is None else started + timeout_s
-    ops = list(ops)
-    objects: list[_Object] = []
-    for key, group in model.partition(ops).items():
-        prepared = [
-            _Prepared(op, t) for op, t in zip(group, model.prepare_group(group), strict=True) if t is not None
-        ]
-        init: Hashable = model.init()
-        if model.nondeterministic:
-            prepared = [_Prepared(p.op, _powerset(p.transition)) for p in prepared]
-            init = frozenset({init})
-        objects.append(_Object(key, prepared, _search(prepared, init)))
 
-    violation = _run(objects, budget, deadline, clock)
-    stats: dict[str, Any] = {
-        "ops": len(ops),
-        "keys": len(objects),
-        "info_ops": sum(1 for op in ops if op.type == "info"),
-        "states": sum(o.states for o in objects),
-        "time_s": round(clock() - started, 6),
-    }
+
+def check_shard(
+    ops: Iterable[Operation],
+    model: Model,
+    budget: _Budget,
+    *,
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    stop: Callable[[], str | None] | None = None,
+) -> ShardResult:
+    """Search the objects of ``ops`` (one shard of a history, or all of it) within ``budget``;
+    ``stop`` is asked between rounds and gives up the searches when it returns a reason."""
+    ops = ops if isinstance(ops, list | tuple) else list(ops)
+    collecting = gc.isenabled()
+    gc.disable()  # the searches allocate many long-lived objects; the cyclic collector only rescans them
+    try:
+        objects, unprepared = _objects(ops, model, deadline, clock)
+        violation = _run(objects, budget, deadline, clock, stop)
+    finally:
+        if collecting:
+            gc.enable()
+    result = ShardResult(
+        ops=len(ops),
+        keys=len(objects) + len(unprepared),
+        info_ops=sum(1 for op in ops if op.type == "info"),
+        states=sum(o.states for o in objects),
+    )
     if violation is not None:
-        return _violation(model, violation, stats)
-    unknown = [o for o in objects if o.outcome is not None and o.outcome.valid == UNKNOWN]
-    if unknown:
-        first = unknown[0]
-        assert first.outcome is not None
+        result.violation = _violation(model, violation, {})
+        return result
+    result.unknown_keys = [
+        {
+            "key": thaw(o.key),
+            "reason": o.outcome.reason,
+            "ops": len(o.ops),
+            "states": o.states,
+            "longest_linearization": _steps(model, o),
+        }
+        for o in objects
+        if o.outcome is not None and o.outcome.valid == UNKNOWN
+    ]
+    reason = budget.timed_out()
+    result.unknown_keys += [{"key": thaw(key), "reason": reason, "ops": n, "states": 0} for key, n in unprepared]
+    return result
+
+
+def merge(results: Sequence[ShardResult], model: Model, *, time_s: float, workers: int = 1) -> Verdict:
+    """One verdict from the shards' results: a violation if any shard found one (the first shard's
+    first), else unknown if any object ran out of budget (or a shard failed), else linearizable."""
+    stats: dict[str, Any] = {
+        "ops": sum(r.ops for r in results),
+        "keys": sum(r.keys for r in results),
+        "info_ops": sum(r.info_ops for r in results),
+        "states": sum(r.states for r in results),
+        "time_s": round(time_s, 6),
+    }
+    if workers > 1:
+        stats["workers"] = workers
+    for result in results:
+        if result.violation is not None:
+            return Verdict(False, result.violation.summary, result.violation.counterexample, stats)
+    if stats["ops"] == 0 and not any(r.error for r in results):
+        return Verdict(
+            valid=UNKNOWN,
+            summary="linearizability cannot decide: the history has no client operations (nothing to judge)",
+            stats=stats,
+        )
+    failed = [r.error for r in results if r.error]
+    if failed:
+        return Verdict(UNKNOWN, f"linearizability could not decide: {failed[0]}", stats=stats)
+    unknown_keys = [entry for r in results for entry in r.unknown_keys]
+    if unknown_keys:
+        first = unknown_keys[0]
+        total = stats["keys"]
+        decided = total - len(unknown_keys)
         return Verdict(
             valid=UNKNOWN,
             summary=(
-                f"linearizability unknown: {first.outcome.reason} on {len(unknown)} of {len(objects)} keys, "
-                f"first key {json.dumps(thaw(first.key))} after {first.states} states (longest partial "
-                f"linearization: {len(first.outcome.linearization)} of {len(first.prepared)} operations)"
+                f"linearizability unknown: {first['reason']} on {len(unknown_keys)} of {total} keys, first key "
+                f"{json.dumps(first['key'])} after {first['states']} states (longest partial linearization: "
+                f"{len(first.get('longest_linearization', []))} of {first['ops']} operations)"
+                + (f"; the other {decided} keys are linearizable" if decided else "")
             ),
-            counterexample={
-                "unknown_keys": [
-                    {
-                        "key": thaw(o.key),
-                        "reason": o.outcome.reason,
-                        "ops": len(o.prepared),
-                        "states": o.states,
-                        "longest_linearization": _steps(model, o),
-                    }
-                    for o in unknown
-                    if o.outcome is not None
-                ]
-            },
+            counterexample={"unknown_keys": unknown_keys},
             stats=stats,
         )
     return Verdict(
         valid=True,
-        summary=f"linearizable: {len(ops)} operations on {len(objects)} keys ({model.name} model)",
+        summary=f"linearizable: {stats['ops']} operations on {stats['keys']} keys ({model.name} model)",
         stats=stats,
     )
+
+
+def _objects(
+    ops: Sequence[Operation], model: Model, deadline: float | None, clock: Callable[[], float]
+) -> tuple[list[_Object], list[tuple[Hashable, int]]]:
+    """Each object's prepared operations and search; once the deadline passes, the objects not prepared
+    yet are returned apart, as (key, operations), to be reported unknown."""
+    objects: list[_Object] = []
+    unprepared: list[tuple[Hashable, int]] = []
+    for key, group in model.partition(ops).items():
+        if unprepared or (deadline is not None and clock() > deadline):
+            unprepared.append((key, len(group)))
+            continue
+        transitions = model.prepare_group(group)
+        if any(t is None for t in transitions):
+            kept = [(op, t) for op, t in zip(group, transitions, strict=True) if t is not None]
+            group = [op for op, _ in kept]
+            transitions = [t for _, t in kept]
+        init: Hashable = model.init()
+        if model.nondeterministic:
+            transitions = [_powerset(t) for t in transitions]
+            init = frozenset({init})
+        refute = getattr(model, "refute", None)
+        refuted = refute(group, transitions) if refute is not None else None
+        search = _refuted(refuted) if refuted is not None else _search(group, transitions, init)  # type: ignore[arg-type]
+        objects.append(_Object(key, group, transitions, search, position=len(objects)))  # type: ignore[arg-type]
+    return objects, unprepared
+
+
+def _refuted(refutation: tuple[int, list[tuple[int, Any]]]) -> _Search:
+    """The "search" of an object the model refuted by real time alone (``Model.refute``): it ends at
+    once, blocked at the operation no order can take, after the operations real time put first."""
+    blocked, forced = refutation
+    return _Outcome(False, linearization=forced, blocked=blocked)
+    yield  # a generator, like _search  # pragma: no cover
 
 
 @dataclass(frozen=True)
 class _Budget:
     states: int
     bytes: int
+    timeout_s: float | None = None
 
     def exceeded(self, objects: list[_Object]) -> str | None:
         if sum(o.states for o in objects) > self.states:
@@ -474,35 +579,56 @@ class _Budget:
             return f"memory budget of {self.bytes:,} bytes reached"
         return None
 
+    def timed_out(self) -> str:
+        if self.timeout_s is None:
+            return "time budget ran out"
+        return f"time budget of {self.timeout_s:g} s ran out"
+
+    def share(self, parts: int) -> _Budget:
+        """One of ``parts`` workers' share: the memo budgets divided, the time the same."""
+        return _Budget(max(1, self.states // parts), max(1, self.bytes // parts), self.timeout_s)
+
 
 def _run(
-    objects: list[_Object], budget: _Budget, deadline: float | None, clock: Callable[[], float]
+    objects: list[_Object],
+    budget: _Budget,
+    deadline: float | None,
+    clock: Callable[[], float],
+    stop: Callable[[], str | None] | None = None,
 ) -> _Object | None:
-    """Run the objects' searches in turns until one finds a violation (returned) or all have ended."""
+    """Run the objects' searches in turns until one finds a violation (returned) or all have ended.
+
+    The clock is read after every turn, so a deadline is kept to within one turn (:data:`SLICE` steps).
+    ``stop`` is asked after every round; a reason from it gives up the searches still running.
+    """
     active = list(objects)
     while active:
         still: list[_Object] = []
-        for obj in active:
+        for n, obj in enumerate(active):
             try:
                 obj.states, obj.bytes = next(obj.search)
                 still.append(obj)
-            except StopIteration as stop:
-                obj.outcome = stop.value
+            except StopIteration as done:
+                obj.outcome = done.value
                 obj.states = obj.outcome.states
                 if obj.outcome.valid is False:
                     for other in active:
                         if other is not obj and other.outcome is None:
                             other.search.close()
                     return obj
+            if deadline is not None and clock() > deadline:
+                for other in still + active[n + 1 :]:
+                    _give_up(other, budget.timed_out())
+                return None
         active = still
-        if deadline is not None and active and clock() > deadline:
-            for obj in active:
-                _give_up(obj, "time budget ran out")
-            return None
         while active and (reason := budget.exceeded(active)) is not None:
             largest = max(active, key=lambda o: (o.bytes, o.states))
             _give_up(largest, reason)
             active.remove(largest)
+        if stop is not None and active and (reason := stop()) is not None:
+            for obj in active:
+                _give_up(obj, reason)
+            return None
     return None
 
 
@@ -520,8 +646,8 @@ def _steps(model: Model, obj: _Object) -> list[dict[str, Any]]:
     assert obj.outcome is not None
     return [
         {
-            "op": obj.prepared[i].op.id,
-            "operation": model.describe_operation(obj.prepared[i].op),
+            "op": obj.ops[i].id,
+            "operation": model.describe_operation(obj.ops[i]),
             "state": model.describe_state(after),
         }
         for i, after in obj.outcome.linearization
@@ -532,14 +658,15 @@ def _violation(model: Model, obj: _Object, stats: dict[str, Any]) -> Verdict:
     outcome = obj.outcome
     assert outcome is not None and outcome.blocked is not None
     steps = _steps(model, obj)
-    position = {obj.prepared[i].op.id: k for k, (i, _) in enumerate(outcome.linearization)}
+    position = {obj.ops[i].id: k for k, (i, _) in enumerate(outcome.linearization)}
     final = outcome.linearization[-1][1] if outcome.linearization else model.init()
-    blocked = obj.prepared[outcome.blocked].op
-    assert blocked.ret is not None  # only ok and fail ops have return entries
+    blocked = obj.ops[outcome.blocked]
+    # Only ok and fail operations have return entries, and info ones the model gave a deadline.
+    blocked_ret = blocked.ret if blocked.ret is not None else obj.transitions[outcome.blocked].deadline
+    assert blocked_ret is not None
     window = []
-    for p in obj.prepared:
-        op = p.op
-        if op.call <= blocked.ret and (op.ret is None or op.ret >= blocked.call):
+    for op in obj.ops:
+        if op.call <= blocked_ret and (op.ret is None or op.ret >= blocked.call):
             entry = op.to_json()
             entry["operation"] = model.describe_operation(op)
             entry["linearized_at"] = position.get(op.id)
@@ -547,7 +674,7 @@ def _violation(model: Model, obj: _Object, stats: dict[str, Any]) -> Verdict:
     state_text = model.describe_state(final)
     summary = (
         f"not linearizable: key {json.dumps(thaw(obj.key))}: no order of the operations completed by "
-        f"t={blocked.ret} is valid; the longest linearization ({len(steps)} operations, ending in state "
+        f"t={blocked_ret} is valid; the longest linearization ({len(steps)} operations, ending in state "
         f"{state_text}) cannot take {model.describe_operation(blocked)} (op {blocked.id})"
     )
     return Verdict(

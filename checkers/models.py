@@ -1,7 +1,9 @@
 """Sequential specifications ("models") that the linearizability checker holds a history against.
 
 A model says what one operation does to the state of one object when it takes effect atomically: a
-register, a compare-and-set register, a key-value map (one string per key) or a FIFO queue. The checker
+register, a compare-and-set register, a key-value map (one string per key), a FIFO queue of messages
+(``queue``), and Knossos' others: a lock (``mutex``), a set, registers written together by transactions
+(``multi-register``), FIFO and unordered queues of plain values. The checker
 (``checkers.linearizability``) searches for an order of the operations that respects real time and that
 the model accepts; the model never sees time.
 
@@ -12,19 +14,20 @@ How a model reads each completion type (FORMATS.md; Porcupine's ``Model``, Knoss
 * ``info`` (timeout, lost connection, no completion at all): the operation may have taken effect at any
   point after its invoke, or never. Its output is unknown, so the model only applies its effect. The
   checker gives it no return time; "never" is the same as "after every other operation".
-* ``fail``: the operation did not happen, and is left out, with one exception: a compare-and-set whose
-  precondition did not hold. That cas *executed* and returned false, which says something: at the point
-  where it took effect the register did not hold the expected value. These spellings mean that:
+* ``fail``: the operation did not happen, and is left out, with one exception: a compare-and-set that
+  *executed* and returned false because its precondition did not hold. That says something: at the
+  point where it took effect the register did not hold the expected value. Only an explicit error says
+  so (:data:`CAS_RETURNED_FALSE_ERRORS`):
 
-  - error ``"cas-mismatch"``: the bundled cluster's code for it (``cluster.core.errors``), and
-    ``"precondition-failed"``, the same meaning under another common name;
-  - no error at all: Jepsen's etcd client records a cas that returned false as ``:fail`` with no reason,
-    and Porcupine's etcd model reads it as "executed, returned false" (Knossos drops it instead). The
-    Porcupine corpus (``../shared/corpora/porcupine``) is recorded this way. Reading it as executed is
-    the stronger check: it also catches a database that reports a mismatch while holding the expected
-    value. (Dropping these operations changes none of the corpus's 108 verdicts.)
+  - ``"cas-mismatch"``: the bundled cluster's code for it (``cluster.core.errors``);
+  - ``"precondition-failed"``: the same meaning under another common name.
 
-  Any other error on a ``fail`` (``not-leader``, ``no-quorum``, ...) is definite: it did not happen.
+  A ``fail`` cas with no error, or any other error (``not-leader``, ``no-quorum``, ...), did not happen
+  and is dropped, as Knossos drops every ``:fail``: this never raises a false alarm on a correct
+  history. (Jepsen's etcd client records a cas that returned false as ``:fail`` with no reason, and
+  Porcupine's etcd model reads that as "executed, returned false"; reading it as "did not happen" is
+  weaker but never wrong, and changes none of the Porcupine corpus's verdicts.) A Jepsen client that
+  wants the stronger check records such a cas as ``{:type :fail, :error :cas-mismatch}``.
   A ``fail`` read, get or consume did nothing and is left out.
 
 A model turns each operation into a :class:`Transition` once (``prepare``): a function from state to the
@@ -38,7 +41,8 @@ values are frozen into tuples for that; :meth:`KeyedModel.describe_state` shows 
 
 A nondeterministic model (``nondeterministic = True``) returns, from each transition, the frozenset of
 states the operation may lead to (empty: rejected); the checker then searches over sets of states, as
-Porcupine does for its ``NondeterministicModel``. The four models here are deterministic.
+Porcupine does for its ``NondeterministicModel``. ``unordered-queue`` is (an ``info`` dequeue may have
+taken any value); the others are deterministic.
 """
 
 from __future__ import annotations
@@ -64,9 +68,9 @@ class _Rejected:
 REJECTED: Final = _Rejected()
 
 # A fail with one of these errors is a cas that executed and returned false (module docstring):
-# no error (Jepsen's convention, as in the corpus), "precondition-failed", and "cas-mismatch" (the bundled
-# cluster's code for a committed cas whose register did not hold the expected value).
-CAS_RETURNED_FALSE_ERRORS: Final = frozenset({None, "precondition-failed", "cas-mismatch"})
+# "precondition-failed", and "cas-mismatch" (the bundled cluster's code for a committed cas whose register
+# did not hold the expected value). A fail without an error did not happen.
+CAS_RETURNED_FALSE_ERRORS: Final = frozenset({"precondition-failed", "cas-mismatch"})
 
 
 class ModelError(ValueError):
@@ -83,9 +87,12 @@ class _AnyState:
 ANY_STATE: Final = _AnyState()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class Transition:
     """One operation as the checker applies it: ``apply(state, arg)`` is the next state or REJECTED.
+
+    Never changed once made (not frozen only because a frozen dataclass takes twice as long to create,
+    and a history has one transition per operation).
 
     ``pure``: the transition never changes any state (module docstring). ``needs``: for a pure
     transition accepted in exactly one state (a read accepts only the value it returned), that state; the
@@ -96,6 +103,9 @@ class Transition:
     arg: Any
     pure: bool = False
     needs: Any = ANY_STATE
+    # For an ``info`` operation the model knows took effect (it alone wrote a value some operation
+    # observed): the time by which it did, which the checker then treats as its return.
+    deadline: int | None = None
 
 
 class Model(Protocol):
@@ -202,6 +212,9 @@ def _cas_indeterminate(state: Any, arg: tuple[Any, Any]) -> Any:
     return arg[1] if state == arg[0] else state
 
 
+_WRITE_UNSEEN: Final = Transition(_write, ("\x00unseen", None))
+
+
 def _append(state: Any, suffix: str) -> Any:
     try:
         return state + suffix
@@ -241,6 +254,8 @@ class KeyedModel:
         return new is not REJECTED, (state if new is REJECTED else new)
 
     def describe_state(self, state: Any) -> str:
+        if state == UNSEEN:
+            return "a value no operation observes"
         return _json(state)
 
     def describe_operation(self, op: Operation) -> str:
@@ -264,7 +279,7 @@ class KeyedModel:
         )
 
 
-_RETURNS_A_VALUE: Final = frozenset({"read", "get", "consume"})
+_RETURNS_A_VALUE: Final = frozenset({"read", "get", "consume", "dequeue"})
 
 
 def _describe_value(f: str, value: Any) -> str:
@@ -301,14 +316,169 @@ class RegisterModel(KeyedModel):
             raise self._unknown(op)
         return _register_transition(self, op, read_absent=None)
 
+    def refute(self, ops: Sequence[Operation], transitions: Sequence[Transition]) -> Any:
+        """A violation real time alone proves, if any (:func:`_refute_registers`); the checker asks
+        before searching."""
+        if type(self).prepare is not RegisterModel.prepare:
+            return None
+        return _refute_registers(ops, transitions, self.initial)
 
-def _register_transition(model: KeyedModel, op: Operation, read_absent: Any) -> Transition | None:
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        if type(self).prepare is not RegisterModel.prepare:  # a subclass with operations of its own
+            return super().prepare_group(ops)
+        reads: dict[Any, Transition] = {}
+        functions = self.functions
+        out: list[Transition | None] = []
+        for op in ops:
+            if op.f not in functions:
+                raise self._unknown(op)
+            out.append(_register_transition(self, op, None, reads))
+        return _unseen(ops, _observed_info(ops, out, self.initial), self.initial)
+
+
+def _refute_registers(
+    ops: Sequence[Operation], transitions: Sequence[Transition], initial: Any
+) -> tuple[int, list[tuple[int, Any]]] | None:
+    """A stale read that real time alone proves, on a register whose values are each written once
+    (the register workload's), without any search: ``(the read, [(writer, value), (overwriter,
+    value)])``, or None.
+
+    An ``ok`` read ``R`` returned ``v``, written by only one operation ``W`` (or ``v`` is the initial
+    value and nothing writes it). If some write or cas ``X`` that surely took effect (``ok``) began
+    after ``W`` ended and ended before ``R`` began, then in every order ``W`` precedes ``X`` precedes
+    ``R``, and nothing writes ``v`` after ``X``: ``R`` cannot return ``v``. This is only a necessary
+    condition: when it does not fire, the search decides. When it does, it decides at once what the
+    search may need exponential time to exhaust (20 concurrent processes and a stale read: issue 13).
+    """
+    writers: dict[Any, list[int]] = {}
+    overwrites: list[tuple[int, int, int, Any]] = []  # (call, ret, index, value written) of ok writes
+    for i, (op, t) in enumerate(zip(ops, transitions, strict=True)):
+        if t.apply is _write:
+            writers.setdefault(t.arg, []).append(i)
+            if op.ret is not None:
+                overwrites.append((op.call, op.ret, i, t.arg))
+        elif t.apply is _cas or t.apply is _cas_indeterminate:
+            writers.setdefault(t.arg[1], []).append(i)
+            if op.ret is not None and t.apply is _cas:
+                overwrites.append((op.call, op.ret, i, t.arg[1]))
+    if not overwrites:
+        return None
+    overwrites.sort()
+    calls = [o[0] for o in overwrites]
+    # suffix[j]: the overwrite that ends first among those invoked at calls[j] or later
+    suffix: list[tuple[int, int, int, Any]] = [overwrites[-1]] * len(overwrites)
+    for j in range(len(overwrites) - 2, -1, -1):
+        suffix[j] = min(overwrites[j], suffix[j + 1], key=lambda o: o[1])
+    for r, (op, t) in enumerate(zip(ops, transitions, strict=True)):
+        if t.apply is not _read or op.ret is None:
+            continue
+        value = t.arg
+        producers = writers.get(value, [])
+        if value == initial and not producers:
+            after, forced = -1, []
+        elif len(producers) == 1 and value != initial and ops[producers[0]].ret is not None:
+            w = producers[0]
+            after, forced = ops[w].ret, [(w, value)]
+        else:
+            continue
+        j = bisect.bisect_right(calls, after)
+        if j < len(suffix) and suffix[j][1] < op.call:
+            _, _, x, written = suffix[j]
+            return r, [*forced, (x, written)]
+    return None
+
+
+# The one value standing for every value no operation of the key observes (see _unseen).
+UNSEEN: Final = ("\x00unseen", None)
+
+
+def _observed_info(
+    ops: Sequence[Operation], transitions: list[Transition | None], initial: Any
+) -> list[Transition | None]:
+    """``info`` writes and cas the history shows took effect, given a deadline (exact).
+
+    When exactly one operation of the key writes a value ``v`` (a write of ``v``, a cas to ``v``; and
+    ``v`` is not the initial value), every ``ok`` read that returned ``v`` and every ``ok`` cas that
+    expected ``v`` saw that operation's effect. So if it ended ``info``, it took effect, and before the
+    earliest return of those: it gets that return time as a deadline (and an ``info`` cas becomes one
+    that succeeded). Without this, an ``info`` operation stays pending to the end of the history and
+    the search tries every subset of the pending ones; the register workload writes unique values, so
+    this bounds nearly every ``info`` write of a chaos run.
+    """
+    producers: dict[Any, int] = {initial: 1}
+    observed_by: dict[Any, int] = {}
+    for op, t in zip(ops, transitions, strict=True):
+        if t is None:
+            continue
+        if t.apply is _write:
+            producers[t.arg] = producers.get(t.arg, 0) + 1
+        elif t.apply is _cas or t.apply is _cas_indeterminate:
+            producers[t.arg[1]] = producers.get(t.arg[1], 0) + 1
+        if op.ret is None:
+            continue
+        seen = t.arg if t.apply is _read else t.arg[0] if t.apply is _cas else None
+        if seen is not None or t.apply is _read:
+            if seen not in observed_by or op.ret < observed_by[seen]:
+                observed_by[seen] = op.ret
+    out: list[Transition | None] = []
+    for op, t in zip(ops, transitions, strict=True):
+        if t is not None and op.type == "info" and t.apply in (_write, _cas_indeterminate):
+            value = t.arg if t.apply is _write else t.arg[1]
+            deadline = observed_by.get(value)
+            if deadline is not None and producers.get(value) == 1 and deadline > op.call:
+                t = Transition(_write if t.apply is _write else _cas, t.arg, deadline=deadline)
+        out.append(t)
+    return out
+
+
+def _unseen(
+    ops: Sequence[Operation], transitions: list[Transition | None], initial: Any
+) -> list[Transition | None]:
+    """Values that no operation of the key observes, written by ``info`` operations, as one anonymous
+    value (exact).
+
+    Whether a register operation is accepted depends only on whether the register holds certain values:
+    the value an ``ok`` read returned, the expected value of a cas (``ok``, ``info`` or returned
+    false). A value none of them names is told apart from another such value by nothing, so writing
+    :data:`UNSEEN` in its place accepts and rejects exactly the same orders. ``info`` writes of
+    unobserved values so become identical, and identical ``info`` operations are interchangeable to the
+    search (only the earliest pending one is tried): ``k`` of them cost ``k + 1`` states, not ``2^k``.
+    (``ok`` writes keep their values, so that a counterexample shows them.)
+    """
+    observed = {initial}
+    for t in transitions:
+        if t is None:
+            continue
+        if t.apply is _read or t.apply is _cas_returned_false:
+            observed.add(t.arg)
+        elif t.apply is _cas or t.apply is _cas_indeterminate:
+            observed.add(t.arg[0])
+    out: list[Transition | None] = []
+    for op, t in zip(ops, transitions, strict=True):
+        if t is not None and op.type == "info" and t.deadline is None:  # ok ones keep their values
+            if t.apply is _write and t.arg not in observed:
+                t = _WRITE_UNSEEN
+            elif t.apply is _cas_indeterminate and t.arg[1] not in observed:
+                t = Transition(t.apply, (t.arg[0], UNSEEN))
+        out.append(t)
+    return out
+
+
+def _register_transition(
+    model: KeyedModel, op: Operation, read_absent: Any, reads: dict[Any, Transition] | None = None
+) -> Transition | None:
+    """``op`` as a register transition; ``reads`` shares one transition among the reads of one value."""
     f, kind = op.f, op.type
     if f == "read" or f == "get":
         if kind != "ok":
             return None  # a failed or indeterminate read changed nothing
         output = read_absent if op.output is None else freeze(op.output)
-        return Transition(_read, output, pure=True, needs=output)
+        if reads is None:
+            return Transition(_read, output, pure=True, needs=output)
+        shared = reads.get(output)
+        if shared is None:
+            shared = reads[output] = Transition(_read, output, pure=True, needs=output)
+        return shared
     if f == "write" or f == "put":
         if kind == "fail":
             return None
@@ -505,17 +675,310 @@ def _dequeue_unconsumed(state: Any, _: Any) -> Any:
     return (messages[1:], enqueued, ahead) if messages[0] == UNCONSUMED else REJECTED
 
 
+# -- Knossos' other models: mutex, set, multi-register, FIFO and unordered queues of plain values ------
+
+
+class MutexModel(KeyedModel):
+    """A lock per key, initially free (Knossos' ``mutex``): ``acquire`` takes a free lock, ``release``
+    frees a held one. Which process holds it is not tracked (Knossos does not either). A ``fail``
+    acquire or release did nothing; an ``info`` one may have taken effect (where it could) or not."""
+
+    name = "mutex"
+    functions = ("acquire", "release")
+
+    def init(self) -> Hashable:
+        return False
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        return _ACQUIRE if op.f == "acquire" else _RELEASE
+
+    def describe_state(self, state: Any) -> str:
+        return "held" if state else "free"
+
+
+def _acquire(state: Any, _: Any) -> Any:
+    return REJECTED if state else True
+
+
+def _release(state: Any, _: Any) -> Any:
+    return False if state else REJECTED
+
+
+_ACQUIRE: Final = Transition(_acquire, None)
+_RELEASE: Final = Transition(_release, None)
+
+
+class SetModel(KeyedModel):
+    """A set per key, initially empty (Knossos' ``set``): ``add`` puts its value in, an ``ok`` ``read``
+    returns every element (a JSON list, in any order). Elements compare as JSON values."""
+
+    name = "set"
+    functions = ("add", "read")
+
+    def init(self) -> Hashable:
+        return frozenset()
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        if op.f == "add":
+            return Transition(_add, freeze(op.value))
+        if op.type != "ok":
+            return None  # an indeterminate read changed nothing
+        if not isinstance(op.output, list):
+            raise ModelError(
+                f"operation {op.id} (history line {op.invoke_index + 1}): a set read returns a list of "
+                f"elements, not {op.output!r}"
+            )
+        elements = frozenset(freeze(v) for v in op.output)
+        return Transition(_read, elements, pure=True, needs=elements)
+
+    def describe_state(self, state: Any) -> str:
+        return _json(sorted((thaw(v) for v in state), key=lambda v: json.dumps(v, sort_keys=True)))
+
+
+def _add(state: Any, element: Any) -> Any:
+    return state if element in state else state | {element}
+
+
+# Micro-operation names of a txn: Knossos writes :read/:write, Elle and newer Jepsen tests :r/:w.
+_MICRO_READS: Final = frozenset({"read", "r"})
+_MICRO_WRITES: Final = frozenset({"write", "w"})
+
+
+class MultiRegisterModel(KeyedModel):
+    """Registers read and written together by transactions (Knossos' ``multi-register``): ``f`` is
+    ``txn`` and the value a list of micro-operations ``[f, register, value]``, ``f`` ``read``/``r`` or
+    ``write``/``w``, applied atomically in order. The invoke holds the intended operations (reads with
+    null values), an ``ok`` completion the same with what each read returned. Registers start at null
+    unless ``initial`` (an object register -> value) says otherwise; Knossos' tests use
+    ``{"x": 0, "y": 0}``. An ``info`` txn may have applied its writes (its reads are unknown).
+    One object per ``key`` (usually null: the whole history is one object)."""
+
+    name = "multi-register"
+    functions = ("txn",)
+
+    def __init__(self, initial: Any = None) -> None:
+        if initial is not None and not isinstance(initial, dict):
+            raise ModelError(f"a multi-register's initial value is an object register -> value, not {initial!r}")
+        self.initial = tuple(sorted(((freeze(k), freeze(v)) for k, v in (initial or {}).items()), key=_register_order))
+
+    def init(self) -> Hashable:
+        return self.initial
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        micro = self._micro_ops(op, op.output if op.type == "ok" and op.output is not None else op.value)
+        if op.type != "ok":
+            micro = tuple(m for m in micro if m[0])  # only the writes of an indeterminate txn matter
+            if not micro:
+                return None
+        pure = not any(m[0] for m in micro)
+        return Transition(_txn, micro, pure=pure)
+
+    def _micro_ops(self, op: Operation, value: Any) -> tuple[tuple[bool, Any, Any], ...]:
+        if not isinstance(value, list):
+            raise ModelError(
+                f"operation {op.id} (history line {op.invoke_index + 1}): a txn value is a list of "
+                f"[f, register, value] micro-operations, not {value!r}"
+            )
+        out = []
+        for m in value:
+            if not (isinstance(m, list) and len(m) == 3 and m[0] in _MICRO_READS | _MICRO_WRITES):
+                raise ModelError(
+                    f"operation {op.id} (history line {op.invoke_index + 1}): a micro-operation is "
+                    f"[read|write|r|w, register, value], not {m!r}"
+                )
+            out.append((m[0] in _MICRO_WRITES, freeze(m[1]), freeze(m[2])))
+        return tuple(out)
+
+    def describe_state(self, state: Any) -> str:
+        return _json({str(thaw(k)): thaw(v) for k, v in state})
+
+    def describe_operation(self, op: Operation) -> str:
+        shown = op.output if op.type == "ok" and op.output is not None else op.value
+        text = f"p{op.process} txn {json.dumps(shown, sort_keys=True)}"
+        return text if op.type == "ok" else text + f" ({op.type}: {op.error or 'indeterminate'})"
+
+
+def _txn(state: Any, micro: tuple[tuple[bool, Any, Any], ...]) -> Any:
+    registers = dict(state)
+    for write, register, value in micro:
+        if write:
+            registers[register] = value
+        elif registers.get(register) != value:
+            return REJECTED
+    changed = tuple(sorted(registers.items(), key=_register_order))
+    return state if changed == state else changed
+
+
+def _register_order(item: tuple[Any, Any]) -> str:
+    return json.dumps(thaw(item[0]), sort_keys=True)
+
+
+class FifoQueueModel(KeyedModel):
+    """A FIFO queue of plain values per key (Knossos' ``fifo-queue``): ``enqueue`` a value, ``dequeue``
+    the oldest; an ``ok`` dequeue returns it, or null when it found the queue empty (Jepsen clients
+    more often record that as ``fail``, which did nothing). Values need not be unique. An ``info``
+    dequeue may have taken the oldest value. (For messages with GUIDs, see ``queue``.)"""
+
+    name = "fifo-queue"
+    functions = ("enqueue", "dequeue")
+
+    def init(self) -> Hashable:
+        return ()
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        if op.f == "enqueue":
+            return Transition(_fifo_enqueue, freeze(op.value))
+        if op.type != "ok":
+            return Transition(_fifo_dequeue_any, None)
+        if op.output is None:
+            return Transition(_empty, None, pure=True, needs=())
+        return Transition(_fifo_dequeue, freeze(op.output))
+
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        return _drop_unreturned_info_enqueues(ops, [self.prepare(op) for op in ops])
+
+    def describe_state(self, state: Any) -> str:
+        return _json([thaw(v) for v in state])
+
+
+def _drop_unreturned_info_enqueues(
+    ops: Sequence[Operation], transitions: list[Transition | None]
+) -> list[Transition | None]:
+    """An ``info`` enqueue of a value no ``ok`` dequeue returned is left out (exact): taking effect
+    could only put one more value in front of those dequeues must find (or in a queue a dequeue found
+    empty), and an ``info`` dequeue that took it could as well never have happened."""
+    returned = {freeze(op.output) for op in ops if op.f == "dequeue" and op.type == "ok"}
+    return [
+        None if t is not None and op.type == "info" and op.f == "enqueue" and t.arg not in returned else t
+        for op, t in zip(ops, transitions, strict=True)
+    ]
+
+
+def _fifo_enqueue(state: Any, value: Any) -> Any:
+    return (*state, value)
+
+
+def _fifo_dequeue(state: Any, value: Any) -> Any:
+    return state[1:] if state and state[0] == value else REJECTED
+
+
+def _fifo_dequeue_any(state: Any, _: Any) -> Any:
+    return state[1:] if state else state
+
+
+def _empty(state: Any, _: Any) -> Any:
+    return REJECTED if state else state
+
+
+class UnorderedQueueModel(KeyedModel):
+    """A queue that delivers its values in any order (Knossos' ``unordered-queue``), per key: a multiset.
+    ``enqueue`` adds a value; an ``ok`` ``dequeue`` removes the value it returns (null: it found the
+    queue empty). An ``info`` dequeue may have removed any one value: the model is nondeterministic,
+    and the checker searches over sets of states."""
+
+    name = "unordered-queue"
+    functions = ("enqueue", "dequeue")
+    nondeterministic = True
+
+    def init(self) -> Hashable:
+        return ()
+
+    def prepare(self, op: Operation) -> Transition | None:
+        if op.f not in self.functions:
+            raise self._unknown(op)
+        if op.type == "fail":
+            return None
+        if op.f == "enqueue":
+            return Transition(_bag_add, freeze(op.value))
+        if op.type != "ok":
+            return Transition(_bag_take_any, None)
+        if op.output is None:
+            return Transition(_bag_empty, None)
+        return Transition(_bag_take, freeze(op.output))
+
+    def prepare_group(self, ops: Sequence[Operation]) -> list[Transition | None]:
+        return _drop_unreturned_info_enqueues(ops, [self.prepare(op) for op in ops])
+
+    def step(self, state: Hashable, op: Operation) -> tuple[bool, Any]:
+        transition = self.prepare(op)
+        if transition is None:
+            return True, state
+        reached = transition.apply(state, transition.arg)
+        return bool(reached), (next(iter(reached)) if len(reached) == 1 else reached)
+
+    def describe_state(self, state: Any) -> str:
+        if isinstance(state, frozenset):
+            return " or ".join(sorted(self.describe_state(s) for s in state))
+        return _json([thaw(v) for v in state])
+
+
+# The unordered queue's states are sorted tuples of values (a multiset); its transitions return the
+# frozenset of states they may lead to (empty: rejected).
+
+
+def _bag_add(state: Any, value: Any) -> frozenset[Any]:
+    return frozenset({tuple(sorted((*state, value), key=repr))})
+
+
+def _bag_take(state: Any, value: Any) -> frozenset[Any]:
+    if value not in state:
+        return frozenset()
+    items = list(state)
+    items.remove(value)
+    return frozenset({tuple(items)})
+
+
+def _bag_take_any(state: Any, _: Any) -> frozenset[Any]:
+    if not state:
+        return frozenset({state})
+    return frozenset(state[:i] + state[i + 1 :] for i in range(len(state)))
+
+
+def _bag_empty(state: Any, _: Any) -> frozenset[Any]:
+    return frozenset() if state else frozenset({state})
+
+
 MODELS: Final[dict[str, Callable[[], Model]]] = {
     "register": lambda: RegisterModel(cas=False),
     "cas-register": lambda: RegisterModel(cas=True),
     "kv": KVModel,
     "queue": QueueModel,
+    "mutex": MutexModel,
+    "set": SetModel,
+    "multi-register": MultiRegisterModel,
+    "fifo-queue": FifoQueueModel,
+    "unordered-queue": UnorderedQueueModel,
 }
 
 
-def get_model(name: str) -> Model:
-    """The model called ``name`` (``register``, ``cas-register``, ``kv``, ``queue``)."""
+def get_model(name: str, *, initial: Any = None) -> Model:
+    """The model called ``name`` (one of :data:`MODELS`); ``initial`` is the registers' value before any
+    write (``register``, ``cas-register``; ``multi-register``: an object register -> value). Knossos'
+    tests start their registers at 0."""
     try:
-        return MODELS[name]()
+        factory = MODELS[name]
     except KeyError:
         raise ModelError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}") from None
+    if initial is not None:
+        if name == "multi-register":
+            return MultiRegisterModel(initial)
+        if name not in ("register", "cas-register"):
+            raise ModelError(f"an initial value applies to the register models and multi-register, not {name!r}")
+        return RegisterModel(cas=name == "cas-register", initial=initial)
+    return factory()

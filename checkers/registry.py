@@ -25,9 +25,10 @@ from checkers.durability import QUEUE_MODELS, REGISTER_MODELS, check_durability,
 from checkers.history import History, JournalEvent
 from checkers.leader import STATUS, check_single_leader_per_term
 from checkers.lsn import check_lsn_monotonicity
+from checkers.models import MODELS
 from checkers.verdict import Verdict, check_safe
 
-MODEL_NAMES = ("register", "cas-register", "kv", "queue")
+MODEL_NAMES = tuple(MODELS)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class CheckInput:
     timeout_s: float | None = None
     max_states: int | None = None
     final_after: int | None = None
+    max_memory_bytes: int | None = None
+    deadline: float | None = None  # on time.monotonic: the end of the caller's whole budget
+    initial: Any = None  # the registers' value before any write (register models)
 
 
 @dataclass(frozen=True)
@@ -54,10 +58,18 @@ class Checker:
 
 def _linearizable(inp: CheckInput) -> Verdict:
     from checkers.linearizability import check_linearizability
+    from checkers.models import get_model
 
     # Status observations describe the cluster, not the object the model specifies.
     ops = [op for op in inp.history.ops if op.f != STATUS]
-    return check_linearizability(ops, inp.model, timeout_s=inp.timeout_s, max_states=inp.max_states)
+    return check_linearizability(
+        ops,
+        get_model(inp.model, initial=inp.initial),
+        timeout_s=inp.timeout_s,
+        max_states=inp.max_states,
+        max_memory_bytes=inp.max_memory_bytes,
+        deadline=inp.deadline,
+    )
 
 
 def _single_leader(inp: CheckInput) -> Verdict:

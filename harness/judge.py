@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from checkers.history import History, HistoryError, load_history, load_journals
+from checkers.history import History, HistoryError
+from checkers.judge import Budgets, default_workers, judge_files
 from checkers.leader import STATUS
 from checkers.registry import CHECKERS, CheckInput, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, combine
@@ -89,20 +90,20 @@ def judge_run(
     verdicts: dict[str, Verdict] = {}
     skipped: dict[str, str] = {}
     ops = 0
-    try:
-        history = load_history(run_dir.history)
-        ops = sum(1 for op in history.ops if op.f != STATUS)
-        journals = load_journals(run_dir.nodes) if any(run_dir.nodes.glob("*/journal.jsonl")) else None
+    try:  # streamed, per key, journals compacted: checkers.judge keeps a long run's check within ~1 GB
+        judgement = judge_files(
+            run_dir.history, model=model, checkers=list(checkers), missing="unknown",
+            final_after=final_after_for(stop),
+            journals=run_dir.nodes if any(run_dir.nodes.glob("*/journal.jsonl")) else None,
+            skip=lambda history, journals: {**observed_not_applicable(history, journals), **not_applicable},
+            budgets=Budgets(timeout_s=timeout_s, workers=default_workers()))
+        verdicts, skipped, ops = dict(judgement.verdicts), dict(judgement.skipped), judgement.ops
     except HistoryError as exc:
         for name in checkers:
             if name in not_applicable:
                 skipped[name] = not_applicable[name]
             else:
                 verdicts[name] = Verdict(UNKNOWN, f"{name} could not read the run: {exc}")
-    else:
-        verdicts, skipped = judge(history, journals, model=model, checkers=checkers,
-                                  not_applicable=not_applicable, timeout_s=timeout_s,
-                                  final_after=final_after_for(stop))
     verdicts = blame_the_stop(verdicts, stop)
     valid: Valid = combine(verdicts) if verdicts else UNKNOWN
     if error is not None and valid is True:

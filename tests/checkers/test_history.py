@@ -88,11 +88,47 @@ def test_index_out_of_order() -> None:
     assert (err.line, err.reason) == (2, "index is 2, expected 1 (file order)")
 
 
-def test_time_backwards() -> None:
+def test_time_backwards_warns_and_orders_by_index() -> None:
     second = json.loads(_event(1, 0, "ok"))
     second["time"] = 5
-    err = _error([_event(0, 0, "invoke", time=7), json.dumps(second)])
-    assert (err.line, err.reason) == (2, "time goes backwards (5 after 7)")
+    history = parse_history([_event(0, 0, "invoke", time=7), json.dumps(second), _event(2, 1, "invoke")], "h.jsonl")
+    assert history.warnings == (
+        "h.jsonl:2: time goes backwards (5 after 7); real-time order is taken from the file order (index) instead",
+    )
+    first, open_op = history.ops
+    assert (first.call, first.ret) == (0, 1)  # the indexes, not the times
+    assert (open_op.call, open_op.ret) == (2, None)
+
+
+def test_time_forwards_keeps_the_times_and_no_warning() -> None:
+    history = parse_history([_event(0, 0, "invoke", time=7), _event(1, 0, "ok", time=9)])
+    assert history.warnings == ()
+    assert (history.ops[0].call, history.ops[0].ret) == (7, 9)
+
+
+def test_lone_nemesis_info_events_are_accepted() -> None:
+    b = HistoryBuilder()
+    b.event("nemesis", "info", "start", None, None)
+    b.event("nemesis", "info", "start", None, "partitioned n1")
+    b.event("nemesis", "info", "kill", None, None)
+    b.op(0, "write", "k", 1)
+    history = b.history()
+    assert [(op.f, op.output, op.complete_index) for op in history.nemesis] == [
+        ("start", None, 1),
+        ("kill", None, None),
+    ]
+    assert len(history.ops) == 1
+
+
+def test_invoke_extra_fields_are_kept_and_events_can_be_dropped() -> None:
+    b = HistoryBuilder()
+    b.op(0, "read", "k", final=True)
+    b.op(1, "write", "k", 2)
+    kept = b.history()
+    lean = parse_history(b.lines(), keep_events=False)
+    assert lean.events == () and len(kept.events) == 4
+    assert [op.extra for op in lean.ops] == [{"final": True}, None]
+    assert lean.ops == kept.ops
 
 
 @pytest.mark.parametrize(
