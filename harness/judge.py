@@ -10,13 +10,12 @@ that applies but finds nothing to judge in this run (no final reads because the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from checkers.history import History, HistoryError
 from checkers.judge import Budgets, default_workers, judge_files
 from checkers.leader import STATUS
-from checkers.registry import CHECKERS, CheckInput, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, combine
 from harness import store
 from harness.lifecycle import Stop, blame_the_stop, final_after_for
@@ -33,35 +32,6 @@ def observed_not_applicable(history: History, journals: Mapping[str, Any] | None
         if terms and all(term is None for term in terms):
             found[SINGLE_LEADER] = "the system reports no election terms (every status had term null)"
     return found
-
-
-def judge(
-    history: History,
-    journals: Mapping[str, Any] | None,
-    *,
-    model: str,
-    checkers: Iterable[str],
-    not_applicable: Mapping[str, str] = {},  # noqa: B006 - read only
-    timeout_s: float | None = None,
-    final_after: int | None = None,
-) -> tuple[dict[str, Verdict], dict[str, str]]:
-    """Run each of ``checkers`` that applies (through ``check_safe``); return the verdicts by name and the
-    checkers that cannot apply, with why. ``final_after`` (ns): see ``checkers.durability.final_phase``."""
-    inapplicable = {**observed_not_applicable(history, journals), **not_applicable}
-    inp = CheckInput(history=history, model=model, journals=journals, timeout_s=timeout_s, final_after=final_after)
-    verdicts: dict[str, Verdict] = {}
-    skipped: dict[str, str] = {}
-    for name in checkers:
-        checker = CHECKERS.get(name)
-        if name in inapplicable:
-            skipped[name] = inapplicable[name]
-        elif checker is None:
-            verdicts[name] = Verdict(UNKNOWN, f"no checker called {name!r}; known: {', '.join(CHECKERS)}")
-        elif not checker.applies(inp):
-            verdicts[name] = Verdict(UNKNOWN, f"{name} cannot judge this run (nothing it needs was recorded)")
-        else:
-            verdicts[name] = run_checker(name, inp)
-    return verdicts, skipped
 
 
 def judge_run(
