@@ -447,7 +447,8 @@ class Interpreter:
         if delay <= 0:
             return True
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(interrupt.wait(), delay)
+            async with asyncio.timeout(delay):  # no task per wait, unlike wait_for (many per second)
+                await interrupt.wait()
             return False
         return True
 
@@ -488,7 +489,8 @@ class Interpreter:
         """Wait ``seconds``; ``False`` if the time limit came first."""
         assert self._stopping is not None
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
             return False
         return True
 
@@ -506,7 +508,9 @@ class Interpreter:
             self.stats.first_op_at = self.clock()
             log.info("first operation invoked: process %s %s %s", process, op.f, op.key)
         try:
-            completion = Completion.from_mapping(await asyncio.wait_for(client.invoke(op), timeout))
+            async with asyncio.timeout(timeout):
+                reply = await client.invoke(op)
+            completion = Completion.from_mapping(reply)
         except TimeoutError:
             completion = Completion("info", node=op.node, error=f"timeout after {timeout:g} s")
         except asyncio.CancelledError:
@@ -535,8 +539,8 @@ class Interpreter:
             self.history.invoke(process, STATUS_F, None, None, node=node)
             kind, value, error = "ok", None, None
             try:
-                status = await asyncio.wait_for(self.status(node, self.config.status_timeout),
-                                                self.config.status_timeout)
+                async with asyncio.timeout(self.config.status_timeout):
+                    status = await self.status(node, self.config.status_timeout)
                 value = {name: status.get(name) for name in STATUS_FIELDS}
                 value["node"] = value["node"] or node
                 self.view.observe(node, value)
