@@ -47,6 +47,7 @@ import asyncio
 import heapq
 import itertools
 import json
+import math
 import random
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -434,9 +435,11 @@ class World:
         lines = node.journal
         observers = self.observers
         for event in events:
-            line: dict[str, Any] = {"node": node.id, "seq": len(lines), "wall": wall}
-            for key, value in event.items():
-                line.setdefault(key, value)
+            line: dict[str, Any] = {"node": node.id, "seq": len(lines), "wall": wall, **event}
+            if len(line) != 3 + len(event):  # the event has a key of its own among the three: ours win, first
+                line = {"node": node.id, "seq": len(lines), "wall": wall}
+                for key, value in event.items():
+                    line.setdefault(key, value)
             lines.append(_encoder.encode(line))
             for observer in observers:
                 observer(node.id, line)
@@ -641,19 +644,18 @@ class SimConnection:
 
     async def call(self, request: dict[str, Any], timeout: float,
                    connect_timeout: float | None = None) -> dict[str, Any]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
+        world = self.world
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 
         def on_reply(ref: Hashable, reply: dict[str, Any]) -> None:
             if not future.done():
                 future.set_result(reply)
 
-        self.world.client_send(self.node, next(self.refs), request, on_reply)
-        timer = loop.call_at(loop.time() + timeout, _expire, future)
-        try:
-            reply = await future
-        finally:
-            timer.cancel()
+        world.client_send(self.node, next(self.refs), request, on_reply)
+        # The deadline is a world event that finds the future done when the reply came first: no timer
+        # to cancel (a call is answered far more often than it times out).
+        world.schedule(world.now + math.ceil(timeout * NS), _expire, future)
+        reply = await future
         if reply.get("transport") is True:
             if reply["error"] == REFUSED["error"]:
                 raise NeverSent(CONNECTION_REFUSED, f"{self.node}: {reply['message']}")

@@ -15,15 +15,22 @@ the same seed gives the same interleaving, byte for byte. Code driven by this lo
 (``asyncio.to_thread``) or real I/O.
 
 The world is any :class:`EventSource`: it keeps the true time in integer nanoseconds (``now``), says
-when its next event is due and carries out one event at a time.
+when its next event is due, carries out one event at a time, and schedules calls at a true time.
+
+**One queue.** The loop keeps no timers of its own: ``call_at`` (and so ``call_later``, ``asyncio.sleep``,
+``asyncio.timeout``) schedules the timer's handle as an event of the world, and when the world reaches
+it, a handle not cancelled meanwhile joins the loop's ready queue. So a message arriving, a node's timer
+and a coroutine's timeout are ordered by one rule, the world's ``(time, sequence)``, and waiting costs
+one tuple in one heap instead of asyncio's own timer heap beside the world's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import selectors
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol, TypeVar
 
 NS = 1_000_000_000
@@ -42,6 +49,10 @@ class EventSource(Protocol):
 
     def run_next(self) -> None:
         """Carry out the next event, setting ``now`` to its time."""
+        ...
+
+    def schedule(self, at_ns: int, function: Callable[[Any], Any], argument: Any = None) -> None:
+        """Call ``function(argument)`` as an event at true time ``at_ns`` (now, if that is past)."""
         ...
 
 
@@ -82,29 +93,22 @@ class _VirtualSelector(selectors.BaseSelector):
         self._keys.clear()
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        """Called by the loop with the seconds until its next timer (``0``: callbacks are ready; ``None``:
-        no timer). Carries out the world's events due before that timer, as long as none of them gives
-        the loop something to do, then moves time to the timer."""
-        if timeout is not None and timeout <= 0:
-            return []
+        """Called by the loop when it has nothing ready to run (``timeout`` ``None``: its timers are the
+        world's events) or to poll (``0``). Carries out the world's events until one of them gives the
+        loop something to do."""
+        if timeout is not None:
+            if timeout <= 0:
+                return []
+            raise RuntimeError("the virtual-time loop keeps no timers of its own (they are world events)")
         world, loop = self.world, self.loop
         assert loop is not None
-        limit = None if timeout is None else world.now + math.ceil(timeout * NS)
-        ready = loop.ready
-        ran = False
-        while True:
-            due = world.next_event_ns()
-            if due is None or (limit is not None and due > limit):
-                break
-            world.run_next()
-            ran = True
-            if ready():
-                return []
-        if limit is not None:
-            world.now = max(world.now, limit)
-        elif not ran:
-            raise Stalled(f"the simulation stalled at {world.now / NS:.3f} s: every task waits and nothing "
-                          "is scheduled")
+        pending = loop._ready  # type: ignore[attr-defined]
+        run_next, next_event_ns = world.run_next, world.next_event_ns
+        while not pending:
+            if next_event_ns() is None:
+                raise Stalled(f"the simulation stalled at {world.now / NS:.3f} s: every task waits and nothing "
+                              "is scheduled")
+            run_next()
         return []
 
 
@@ -121,9 +125,17 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self.world.now / NS
 
-    def ready(self) -> bool:
-        """Whether callbacks wait to run (the loop's own ready queue: asyncio has no public accessor)."""
-        return bool(self._ready)  # type: ignore[attr-defined]
+    def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
+                context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        """A timer as a world event (module docstring, "One queue"); ``cancel()`` works as usual."""
+        self._check_closed()  # type: ignore[attr-defined]
+        handle = asyncio.TimerHandle(when, callback, args, self, context)
+        self.world.schedule(math.ceil(when * NS), self._due, handle)
+        return handle
+
+    def _due(self, handle: asyncio.TimerHandle) -> None:
+        if not handle.cancelled():
+            self._ready.append(handle)  # type: ignore[attr-defined]
 
 
 def run_simulated(world: EventSource, main: Coroutine[Any, Any, T]) -> T:

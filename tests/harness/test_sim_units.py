@@ -7,6 +7,8 @@ import asyncio
 import heapq
 import random
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -37,9 +39,14 @@ class Ticks:
         self.now = 0
         self.queue: list[tuple[int, int, object]] = []
         self.seen: list[tuple[str, int]] = []
+        self.sequence = 0
 
     def at(self, ns: int, what: object) -> None:
-        heapq.heappush(self.queue, (ns, len(self.queue), what))
+        self.sequence += 1
+        heapq.heappush(self.queue, (ns, self.sequence, what))
+
+    def schedule(self, at_ns: int, function: Callable[[Any], Any], argument: Any = None) -> None:
+        self.at(max(at_ns, self.now), lambda: function(argument))
 
     def next_event_ns(self) -> int | None:
         return self.queue[0][0] if self.queue else None
