@@ -23,6 +23,8 @@ arguments, 255 the harness failed (a replay that is not byte-identical is such a
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +39,16 @@ from checkers.verdict import UNKNOWN
 from harness import store
 from harness.arguments import add_test_arguments, spec_from_args
 from harness.db.plugin import DBPlugin, load_plugin
-from harness.sim.explore import Exploration, SeedOutcome, default_jobs, explore, parse_seeds
+from harness.sim.explore import (
+    Exploration,
+    ProcessPool,
+    SeedExecutor,
+    SeedOutcome,
+    default_jobs,
+    explore,
+    parse_seeds,
+    using,
+)
 from harness.sim.run import (
     SimResult,
     compose_sim,
@@ -75,6 +86,13 @@ def add_simulate_parser(subparsers: Any, plugin: DBPlugin | None = None) -> argp
     parser.add_argument("--matrix", action="store_true", help="the detection matrix of the DB's known bugs")
     add_test_arguments(parser, plugin, db_required=False)
     parser.add_argument("--jobs", type=int, default=None, help="worker processes (default: every core)")
+    parser.add_argument("--spark-master", nargs="?", const="", default=None, metavar="URL",
+                        help="run the seeds as Spark tasks (batches of seeds per task) on this master; without "
+                             "URL $SPARK_MASTER, else local[*]; failing runs still land in --store, which the "
+                             "workers must reach")
+    parser.add_argument("--spark-batch", type=int, default=None, metavar="N",
+                        help="with --spark-master: seeds per Spark task (default: about four tasks per core, "
+                             "at most 25 seeds each)")
     parser.add_argument("--keep-going", action="store_true", help="explore every seed instead of stopping at a failure")
     parser.add_argument("--check-determinism", action="store_true",
                         help="run each seed twice and require byte-identical histories and journals")
@@ -108,6 +126,12 @@ def sim_spec_from_args(args: argparse.Namespace, seed: int = 0) -> TestSpec:
 def cmd_simulate(args: argparse.Namespace, console: Console, err: Console) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, not {args.jobs}")
+    if args.spark_master is not None and args.jobs is not None:
+        raise ConfigError("--jobs and --spark-master both say where seeds run: give one of them")
+    if args.spark_batch is not None and args.spark_master is None:
+        raise ConfigError("--spark-batch sizes Spark tasks: give it with --spark-master")
+    if args.spark_master is not None and (args.seeds is None and not args.matrix):
+        raise ConfigError("--spark-master runs many seeds: give --seeds FIRST..LAST or --matrix")
     if args.matrix and (args.seed is not None or args.replay is not None):
         raise ConfigError("--matrix explores seeds itself: give it --seeds (per round), not --seed or --replay")
     if not args.matrix and args.seed is None and args.seeds is None and args.replay is None:
@@ -214,9 +238,54 @@ def _explore(args: argparse.Namespace, console: Console, err: Console) -> int:
         raise ConfigError(str(exc)) from None
     spec = sim_spec_from_args(args, seeds[0])
     comp = compose_sim(spec)
-    jobs = args.jobs or default_jobs()
-    console.print(f"harness simulate: {len(seeds)} seeds of {comp.test_name} on {jobs} worker(s)"
-                  f"{'' if args.keep_going else ', stopping at the first failure'}")
+    with _executor(args) as executor:
+        console.print(f"harness simulate: {len(seeds)} seeds of {comp.test_name} on {_where(executor)}"
+                      f"{'' if args.keep_going else ', stopping at the first failure'}")
+        exploration = _run_exploration(args, console, spec, seeds, executor)
+    _record(console, exploration, comp.test_name, comp.options, _where(executor))
+    print_exploration(console, exploration)
+    if exploration.nondeterministic:
+        err.print(f"{len(exploration.nondeterministic)} seed(s) did not replay byte for byte: the simulator is "
+                  "not deterministic (a harness defect)", markup=False)
+        return EXIT_CRASH
+    if args.shrink and exploration.invalid:
+        first = exploration.invalid[0]
+        console.print(f"shrinking the first failure, seed {first.seed}, here (the driver)")
+        result = simulate(replace(spec, seed=first.seed))
+        _shrink(args, console, result)
+    return exploration.exit_code
+
+
+@contextlib.contextmanager
+def _executor(args: argparse.Namespace) -> Iterator[SeedExecutor]:
+    """Where the seeds run: Spark with ``--spark-master`` (one session for the whole command), else
+    ``--jobs`` processes of this machine."""
+    if args.spark_master is None:
+        yield ProcessPool(args.jobs)
+        return
+    from harness.sim.spark import SparkSeeds
+
+    with SparkSeeds(args.spark_master or None, batch=args.spark_batch) as executor:
+        yield executor
+
+
+def _where(executor: SeedExecutor) -> str:
+    master = getattr(executor, "master", None)
+    return f"spark {master}" if master is not None else f"processes {executor.workers}"
+
+
+def _record(console: Console, exploration: Exploration, test: str, options: Any, where: str) -> None:
+    """The exploration's rows in the dataset's ``sim_seeds`` table (``harness.sim.dataset``)."""
+    from harness.sim import dataset
+
+    key = dataset.exploration_id()
+    path = dataset.write(exploration.spec.store, key,
+                         dataset.rows(exploration, test=test, options=options, executor=where))
+    console.print(f"seeds recorded in {path.parent} (table {dataset.TABLE})")
+
+
+def _run_exploration(args: argparse.Namespace, console: Console, spec: TestSpec, seeds: list[int],
+                     executor: SeedExecutor) -> Exploration:
     with Progress(TextColumn("[bold]seeds"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("seeds", total=len(seeds), status="")
@@ -233,18 +302,8 @@ def _explore(args: argparse.Namespace, console: Console, err: Console) -> int:
                 progress.console.print(f"seed {outcome.seed}: [bold red]NOT deterministic[/]")
             progress.update(task, advance=1, status=f"invalid {tally['invalid']}  unknown {tally['unknown']}")
 
-        exploration = explore(spec, seeds, jobs=jobs, keep_going=args.keep_going,
-                              check_determinism=args.check_determinism, on_outcome=seen)
-    print_exploration(console, exploration)
-    if exploration.nondeterministic:
-        err.print(f"{len(exploration.nondeterministic)} seed(s) did not replay byte for byte: the simulator is "
-                  "not deterministic (a harness defect)", markup=False)
-        return EXIT_CRASH
-    if args.shrink and exploration.invalid:
-        first = exploration.invalid[0]
-        result = simulate(replace(spec, seed=first.seed))
-        _shrink(args, console, result)
-    return exploration.exit_code
+        return explore(spec, seeds, keep_going=args.keep_going, check_determinism=args.check_determinism,
+                       on_outcome=seen, executor=executor)
 
 
 def print_exploration(console: Console, exploration: Exploration) -> None:
@@ -314,8 +373,10 @@ def _matrix(args: argparse.Namespace, console: Console) -> int:
     def on_clean(c: Any) -> None:
         console.print(f"  bug-free {c.mode}: {c.seeds} seeds, {len(c.invalid)} invalid, {len(c.unknown)} unknown")
 
-    matrix = matrix_of(base, rounds=args.rounds, max_seeds=max_seeds, clean_seeds=args.clean_seeds,
-                              bugs=bugs, modes=modes, jobs=args.jobs, on_detection=on_detection, on_clean=on_clean)
+    with _executor(args) as executor, using(executor):
+        # The plugin's matrix calls explore() without an executor: it gets this one (Spark or processes).
+        matrix = matrix_of(base, rounds=args.rounds, max_seeds=max_seeds, clean_seeds=args.clean_seeds,
+                           bugs=bugs, modes=modes, on_detection=on_detection, on_clean=on_clean)
     table = Table(title="detection matrix: seeds until the first failure of the bug's checker", show_edge=False)
     for column in ("bug", "mode", "checker", "seeds per round", "median", "max", "simulated s per round"):
         table.add_column(column)

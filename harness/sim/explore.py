@@ -9,20 +9,28 @@ work was spread; without ``keep_going`` the exploration stops there.
 
 With ``check_determinism`` every seed runs twice and the two histories and journals must hash the same
 (:func:`harness.sim.run.trace_digest`); a difference is reported per seed and is a harness defect.
+
+Where the seeds run is a :class:`SeedExecutor`: :class:`ProcessPool` (``jobs`` worker processes on this
+machine, the default) or ``harness.sim.spark.SparkSeeds`` (batches of seeds as Spark tasks). Code that
+calls :func:`explore` without naming one (the detection matrix of a DB plugin) gets the executor
+installed by :func:`using`, so ``harness simulate --matrix --spark-master URL`` runs the matrix's
+explorations on Spark without the plugin knowing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import multiprocessing
 import os
 import re
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from checkers.verdict import UNKNOWN, Valid
 from harness.sim.run import compose_sim, discard, keep, simulate
@@ -163,12 +171,76 @@ def run_seed(spec: TestSpec, scratch: str, check_determinism: bool = False,
     )
 
 
-def _work(task: tuple[TestSpec, str, bool, Sequence[str] | None]) -> SeedOutcome:
+SeedTask = tuple[TestSpec, str, bool, "Sequence[str] | None"]
+"""What one seed's run needs: its spec (the seed set), the scratch directory, whether to check
+determinism, and the checkers to judge with (:func:`run_seed`'s arguments)."""
+
+
+def run_task(task: SeedTask) -> SeedOutcome:
+    """Run one :data:`SeedTask` (in whatever process or Spark task the executor chose)."""
     return run_seed(*task)
 
 
 def default_jobs() -> int:
     return max(1, os.cpu_count() or 1)
+
+
+class SeedExecutor(Protocol):
+    """Where an exploration's seeds run."""
+
+    @property
+    def workers(self) -> int:
+        """How many seeds run at once (for the summary's speed per worker)."""
+        ...
+
+    def outcomes(self, tasks: Sequence[SeedTask]) -> Iterator[SeedOutcome]:
+        """Run ``tasks``; yield their outcomes in task order. The caller may stop early by closing the
+        iterator (it stops at a failure): work not yet begun is then abandoned."""
+        ...
+
+
+class ProcessPool:
+    """Seeds in ``jobs`` worker processes of this machine (``fork``), one seed per task; one job runs in
+    this process."""
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = default_jobs() if jobs is None else jobs
+        if self.jobs < 1:
+            raise ConfigError(f"--jobs must be at least 1, not {self.jobs}")
+
+    @property
+    def workers(self) -> int:
+        return self.jobs
+
+    def outcomes(self, tasks: Sequence[SeedTask]) -> Iterator[SeedOutcome]:
+        if self.jobs == 1 or len(tasks) <= 1:
+            for task in tasks:
+                yield run_task(task)
+            return
+        pool = multiprocessing.get_context("fork").Pool(self.jobs)
+        finished = False
+        try:
+            yield from pool.imap(run_task, tasks, chunksize=1)
+            finished = True
+        finally:
+            if finished:  # idle workers leave on their own: no signal reaches one mid-exit
+                pool.close()
+            else:  # stopped early: seeds still running are abandoned
+                pool.terminate()
+            pool.join()
+
+
+_executor: contextvars.ContextVar[SeedExecutor | None] = contextvars.ContextVar("seed_executor", default=None)
+
+
+@contextlib.contextmanager
+def using(executor: SeedExecutor) -> Iterator[SeedExecutor]:
+    """Within the block, :func:`explore` calls that name neither ``executor`` nor ``jobs`` use ``executor``."""
+    token = _executor.set(executor)
+    try:
+        yield executor
+    finally:
+        _executor.reset(token)
 
 
 def explore(
@@ -181,8 +253,10 @@ def explore(
     checkers: Sequence[str] | None = None,
     stop_on: Callable[[SeedOutcome], bool] | None = None,
     on_outcome: Callable[[SeedOutcome], Any] | None = None,
+    executor: SeedExecutor | None = None,
 ) -> Exploration:
-    """Run ``spec`` for every seed (its own ``seed`` is ignored), ``jobs`` at a time.
+    """Run ``spec`` for every seed (its own ``seed`` is ignored) on ``executor``: by default the one
+    :func:`using` installed, else a :class:`ProcessPool` of ``jobs`` processes (``jobs`` given: always that).
 
     Stops after the first seed for which ``stop_on`` is true (default: an invalid seed) unless
     ``keep_going``. ``checkers`` restricts judging to those checkers (the detection matrix asks only the one
@@ -190,37 +264,28 @@ def explore(
     """
     compose_sim(spec)  # bad names fail here, once, not in every worker
     seed_list = list(seeds)
-    jobs = default_jobs() if jobs is None else jobs
-    if jobs < 1:
-        raise ConfigError(f"--jobs must be at least 1, not {jobs}")
+    if executor is None:
+        installed = _executor.get()
+        executor = installed if installed is not None and jobs is None else ProcessPool(jobs)
     stop_on = stop_on or (lambda outcome: outcome.valid is False)
-    exploration = Exploration(spec, seed_list, jobs=jobs)
+    exploration = Exploration(spec, seed_list, jobs=executor.workers)
     scratch = Path(spec.store) / ".sim-scratch" / f"explore-{os.getpid()}-{time.monotonic_ns()}"
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    tasks = ((replace(spec, seed=seed), str(scratch), check_determinism, checkers) for seed in seed_list)
+    tasks = [(replace(spec, seed=seed), str(scratch), check_determinism, checkers) for seed in seed_list]
+    results = executor.outcomes(tasks)
     try:
-        if jobs == 1 or len(seed_list) == 1:
-            for task in tasks:
-                outcome = _work(task)
-                exploration.outcomes.append(outcome)
-                if on_outcome is not None:
-                    on_outcome(outcome)
-                if not keep_going and stop_on(outcome):
-                    exploration.stopped_early = outcome.seed != seed_list[-1]
-                    break
-        else:
-            context = multiprocessing.get_context("fork")
-            with context.Pool(jobs) as pool:
-                for outcome in pool.imap(_work, tasks, chunksize=1):
-                    exploration.outcomes.append(outcome)
-                    if on_outcome is not None:
-                        on_outcome(outcome)
-                    if not keep_going and stop_on(outcome):
-                        exploration.stopped_early = outcome.seed != seed_list[-1]
-                        pool.terminate()
-                        break
+        for outcome in results:
+            exploration.outcomes.append(outcome)
+            if on_outcome is not None:
+                on_outcome(outcome)
+            if not keep_going and stop_on(outcome):
+                exploration.stopped_early = outcome.seed != seed_list[-1]
+                break
     finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()
         exploration.wall_seconds = time.perf_counter() - started
         shutil.rmtree(scratch, ignore_errors=True)
         try:
