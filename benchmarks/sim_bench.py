@@ -3,10 +3,11 @@
 Three figures, each selectable:
 
 * ``speed``: simulated seconds per wall second (and per CPU second, the steadier figure on a shared
-  machine) of one core simulating a 5-node blazingmq cluster with 10 client processes under every
-  nemesis, for ``--seeds`` seeds of ``--time-limit`` simulated seconds, at the simulator's default
-  operation rate and at ``harness run``'s (10 per second per process). The simulation alone (history and
-  journals written, no checker) and with the four checkers.
+  machine) of one core simulating a 5-node blazingmq cluster with 10 client processes under
+  ``--nemesis`` (default ``harness run``'s: partition, kill, pause, clock), for ``--seeds`` seeds of
+  ``--time-limit`` simulated seconds, at each of ``--rates`` (operations per second per process; default
+  ``harness run``'s 10, then the exploring rate 2). The simulation alone (history and journals written,
+  no checker) and with the four checkers. Each row also gives the CPU seconds per seed.
 * ``matrix``: the detection matrix, full size by default: every known bug in every mode it applies to,
   ``--rounds`` rounds of at most ``--max-seeds`` seeds, then ``--clean-seeds`` bug-free seeds per mode
   (all checkers), on ``--jobs`` worker processes. Writes ``matrix.json`` into ``--out``.
@@ -40,6 +41,8 @@ from harness.spec import TestSpec  # noqa: E402
 EXPLORING_RATE = 2.0
 """Operations per second per process of the detection matrix's runs (docs/simulation.md, "Speed")."""
 SIX = ("partition", "kill", "pause", "clock", "loss", "latency")
+DEFAULT_NEMESIS = ("partition", "kill", "pause", "clock")
+"""``harness run``'s default fault packages (``harness.arguments.DEFAULT_NEMESIS``)."""
 
 
 def sim_spec(seed: int, **fields: object) -> TestSpec:
@@ -48,17 +51,18 @@ def sim_spec(seed: int, **fields: object) -> TestSpec:
     return TestSpec(seed=seed, db="cluster", platform="sim", **fields)  # type: ignore[arg-type]
 
 
-def speed(seeds: int, time_limit: float) -> list[dict]:
+def speed(seeds: int, time_limit: float, nemesis: tuple[str, ...] = DEFAULT_NEMESIS,
+          rates: tuple[float, ...] = (10.0, EXPLORING_RATE)) -> list[dict]:
     rows = []
     scratch = Path(tempfile.mkdtemp(prefix="sim-bench-"))
     try:
         simulate(sim_spec(0, time_limit=5.0, store=str(scratch)), scratch / "warm-up")  # imports, caches
-        for rate in (EXPLORING_RATE, 10.0):
+        for rate in rates:
             for judged in (False, True):
                 sim = wall = cpu = 0.0
                 ops = calls = 0
                 for seed in range(1, seeds + 1):
-                    spec = sim_spec(seed, time_limit=time_limit, rate=rate, store=str(scratch))
+                    spec = sim_spec(seed, time_limit=time_limit, rate=rate, store=str(scratch), nemesis=nemesis)
                     started, started_cpu = time.perf_counter(), time.process_time()
                     result = simulate(spec, scratch / f"{rate}-{judged}-{seed}", checkers=None if judged else ())
                     wall += time.perf_counter() - started
@@ -66,7 +70,8 @@ def speed(seeds: int, time_limit: float) -> list[dict]:
                     sim += result.sim_seconds
                     ops += int(result.results["stats"]["invoked"])
                     calls += int(result.results["sim"]["core_calls"])
-                rows.append({"rate_per_process": rate, "checkers": judged, "seeds": seeds,
+                rows.append({"rate_per_process": rate, "nemesis": ",".join(nemesis), "checkers": judged,
+                             "seeds": seeds, "cpu_s_per_seed": round(cpu / seeds, 3),
                              "simulated_s": round(sim, 1), "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
                              "sim_per_wall": round(sim / wall, 1), "sim_per_cpu": round(sim / cpu, 1),
                              "client_ops_per_sim_s": round(ops / sim, 1), "core_calls_per_sim_s": round(calls / sim, 1)})
@@ -81,6 +86,8 @@ def main() -> int:
     parser.add_argument("figure", choices=("speed", "matrix", "stability", "all"))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--nemesis", default=",".join(DEFAULT_NEMESIS), help="speed: fault packages")
+    parser.add_argument("--rates", default="10,2", help="speed: operations per second per process, comma-separated")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-seeds", type=int, default=1000)
     parser.add_argument("--clean-seeds", type=int, default=2000)
@@ -92,7 +99,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
     if args.figure in ("speed", "all"):
-        rows = speed(args.seeds, args.time_limit)
+        rows = speed(args.seeds, args.time_limit, tuple(n for n in args.nemesis.split(",") if n),
+                     tuple(float(r) for r in args.rates.split(",")))
         (out / "speed.json").write_text(json.dumps(rows, indent=2) + "\n")
     if args.figure in ("stability", "all"):
         rows = stability_figure(range(1, args.stability_seeds + 1))
