@@ -29,6 +29,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -200,8 +201,14 @@ class SeedExecutor(Protocol):
 
 
 class ProcessPool:
-    """Seeds in ``jobs`` worker processes of this machine (``fork``), one seed per task; one job runs in
-    this process."""
+    """Seeds in ``jobs`` worker processes of this machine (``fork``), one seed at a time each; one job runs
+    in this process.
+
+    Each worker has a pipe of its own (no lock shared between workers), so stopping early can kill the
+    workers outright: a seed's run turns SIGTERM into an interrupt and finishes its teardown
+    (``harness.signals``), so a pool that stops its workers with SIGTERM (``multiprocessing.Pool``) can
+    wait for ever on a worker that outlived it.
+    """
 
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = default_jobs() if jobs is None else jobs
@@ -217,17 +224,62 @@ class ProcessPool:
             for task in tasks:
                 yield run_task(task)
             return
-        pool = multiprocessing.get_context("fork").Pool(self.jobs)
+        context = multiprocessing.get_context("fork")
+        workers: list[tuple[multiprocessing.process.BaseProcess, Connection]] = []
         finished = False
         try:
-            yield from pool.imap(run_task, tasks, chunksize=1)
+            for _ in range(min(self.jobs, len(tasks))):
+                ours, theirs = context.Pipe()
+                process = context.Process(target=_serve, args=(theirs,), daemon=True)
+                process.start()
+                theirs.close()
+                workers.append((process, ours))
+            busy: dict[Connection, int] = {}
+            done: dict[int, SeedOutcome] = {}
+            handed = reported = 0
+            for _, connection in workers:
+                connection.send(tasks[handed])
+                busy[connection] = handed
+                handed += 1
+            while reported < len(tasks):
+                while reported in done:
+                    yield done.pop(reported)
+                    reported += 1
+                if reported == len(tasks):
+                    break
+                for connection in wait(list(busy)):
+                    index = busy.pop(connection)
+                    try:
+                        done[index] = connection.recv()
+                    except EOFError:  # the worker died (killed from outside): the seed is unknown
+                        done[index] = SeedOutcome(tasks[index][0].seed, UNKNOWN, error="its worker process died")
+                        continue
+                    if handed < len(tasks):
+                        connection.send(tasks[handed])
+                        busy[connection] = handed
+                        handed += 1
             finished = True
         finally:
-            if finished:  # idle workers leave on their own: no signal reaches one mid-exit
-                pool.close()
-            else:  # stopped early: seeds still running are abandoned
-                pool.terminate()
-            pool.join()
+            for process, connection in workers:
+                if finished and process.is_alive():
+                    with contextlib.suppress(OSError):
+                        connection.send(None)  # done: leave
+                elif process.is_alive():
+                    process.kill()  # stopped early: the seeds still running are abandoned
+                process.join()
+                connection.close()
+
+
+def _serve(connection: Connection) -> None:
+    """A :class:`ProcessPool` worker: run the tasks it is sent until it is sent ``None``."""
+    while True:
+        try:
+            task = connection.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        connection.send(run_task(task))
 
 
 _executor: contextvars.ContextVar[SeedExecutor | None] = contextvars.ContextVar("seed_executor", default=None)

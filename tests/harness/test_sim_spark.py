@@ -7,6 +7,7 @@ seeds through ``--spark-master local[2]`` and ``--jobs 2`` and compares the verd
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +18,7 @@ from checkers.verdict import UNKNOWN
 from harness.cli import main
 from harness.sim import dataset
 from harness.sim.explore import Exploration, ProcessPool, SeedOutcome, SeedTask, explore, using
-from harness.sim.spark import MAX_BATCH, batch_size, batches, shippable
+from harness.sim.spark import MAX_BATCH, batch_size, batches, shippable, task_error
 from harness.spec import ConfigError, TestSpec
 
 pytest_plugins = ("tests.harness.spark_fixtures",)
@@ -66,6 +67,15 @@ def test_a_task_shipped_to_a_worker_names_absolute_paths(tmp_path: Path, monkeyp
     assert replace(shipped_spec, store="store") == task[0]  # nothing else changed
 
 
+def test_a_failed_spark_job_is_told_by_its_python_error_in_one_line() -> None:
+    trace = ("An error occurred while calling o42.collectAndServe.\n: org.apache.spark.SparkException: Job aborted\n"
+             "Traceback (most recent call last):\n  File \"worker.py\", line 1, in main\n"
+             "ModuleNotFoundError: No module named 'harness'\n\tat org.apache.spark.api.python...")
+    assert task_error(RuntimeError(trace)) == "ModuleNotFoundError: No module named 'harness'"
+    assert task_error(RuntimeError("the context was shut down\nmore")) == "the context was shut down"
+    assert task_error(RuntimeError("")) == "RuntimeError"
+
+
 # -- executors -----------------------------------------------------------------------------------------------
 
 
@@ -109,6 +119,19 @@ def test_explore_keeps_going_and_an_explicit_jobs_count_wins_over_the_installed_
         simulated = explore(spec(tmp_path / "store", time_limit=0.5), [1], jobs=1)
     assert unused.seeds == []  # jobs=1 ran the seed here, in a process pool of one
     assert simulated.outcomes[0].seed == 1 and simulated.outcomes[0].sim_seconds > 0
+
+
+def test_a_process_pool_stops_at_the_first_failure_and_leaves_no_worker_behind(tmp_path: Path) -> None:
+    # A seed's run turns SIGTERM into an interrupt (harness.signals): a pool that stopped its workers
+    # with SIGTERM while one simulated waited for it for ever. Seeds 1 and 2 both fail in 5 s.
+    bugged = spec(tmp_path / "store", time_limit=5.0, db_options={"bug": ["ack-before-commit"]})
+    found = explore(bugged, range(1, 9), jobs=2)
+    assert found.stopped_early and found.outcomes[-1].valid is False
+    assert [o.seed for o in found.outcomes] == list(range(1, found.outcomes[-1].seed + 1))
+    assert multiprocessing.active_children() == []
+    everything = explore(spec(tmp_path / "store", time_limit=1.0), range(1, 4), jobs=2, keep_going=True)
+    assert [o.seed for o in everything.outcomes] == [1, 2, 3] and all(o.sim_seconds > 0 for o in everything.outcomes)
+    assert multiprocessing.active_children() == []
 
 
 def test_a_process_pool_needs_a_worker() -> None:
