@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 import uuid
 from collections import deque
@@ -150,11 +151,11 @@ class SparkSeeds:
                     if len(pending) < 2 and number + 1 < len(waves):
                         continue
                     _, done = pending.popleft()
-                    for batch in done.result():
+                    for batch in _result(done):
                         yield from batch
                 while pending:
                     _, done = pending.popleft()
-                    for batch in done.result():
+                    for batch in _result(done):
                         yield from batch
             finally:
                 if pending:
@@ -165,3 +166,28 @@ class SparkSeeds:
                         with contextlib.suppress(Exception):
                             future.result()
 
+
+
+_PYTHON_ERROR = re.compile(r"^\s*(\w+(?:\.\w+)*(?:Error|Exception)): (.*)$")
+
+
+def _result(wave: Future[list[list[SeedOutcome]]]) -> list[list[SeedOutcome]]:
+    """A wave's outcomes; a Spark job that failed (a task that could not even start a seed: a worker
+    without the project, a store it cannot write) is one line, :class:`ConfigError`. A seed that crashes
+    is not a failed task: ``run_seed`` reports it as that seed's error."""
+    try:
+        return wave.result()
+    except Exception as exc:  # noqa: BLE001 - py4j and PySpark raise many types; all mean "the job failed"
+        raise ConfigError(f"a Spark task of the exploration failed ({task_error(exc)}): its workers must run "
+                          "this project's Python (PYSPARK_PYTHON) and write to --store") from None
+
+
+def task_error(exc: BaseException) -> str:
+    """The Python error a failed Spark job reports, in one line (its last ``...Error: message`` line)."""
+    lines = str(exc).splitlines()
+    for line in reversed(lines):
+        match = _PYTHON_ERROR.match(line)
+        if match:
+            return f"{match.group(1)}: {match.group(2).strip()}"[:300]
+    first = next((line.strip() for line in lines if line.strip()), type(exc).__name__)
+    return first[:300]
