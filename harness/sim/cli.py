@@ -45,6 +45,7 @@ from harness.sim.explore import (
     SeedExecutor,
     SeedOutcome,
     default_jobs,
+    executor_name,
     explore,
     parse_seeds,
     using,
@@ -239,10 +240,11 @@ def _explore(args: argparse.Namespace, console: Console, err: Console) -> int:
     spec = sim_spec_from_args(args, seeds[0])
     comp = compose_sim(spec)
     with _executor(args) as executor:
-        console.print(f"harness simulate: {len(seeds)} seeds of {comp.test_name} on {_where(executor)}"
+        console.print(f"harness simulate: {len(seeds)} seeds of {comp.test_name} on {executor_name(executor)}"
                       f"{'' if args.keep_going else ', stopping at the first failure'}")
         exploration = _run_exploration(args, console, spec, seeds, executor)
-    _record(console, exploration, comp.test_name, comp.options, _where(executor))
+    if exploration.recorded is not None:
+        console.print(f"seeds recorded in {exploration.recorded.parent} (the dataset's sim_seeds table)")
     print_exploration(console, exploration)
     if exploration.nondeterministic:
         err.print(f"{len(exploration.nondeterministic)} seed(s) did not replay byte for byte: the simulator is "
@@ -267,21 +269,6 @@ def _executor(args: argparse.Namespace) -> Iterator[SeedExecutor]:
 
     with SparkSeeds(args.spark_master or None, batch=args.spark_batch) as executor:
         yield executor
-
-
-def _where(executor: SeedExecutor) -> str:
-    master = getattr(executor, "master", None)
-    return f"spark {master}" if master is not None else f"processes {executor.workers}"
-
-
-def _record(console: Console, exploration: Exploration, test: str, options: Any, where: str) -> None:
-    """The exploration's rows in the dataset's ``sim_seeds`` table (``harness.sim.dataset``)."""
-    from harness.sim import dataset
-
-    key = dataset.exploration_id()
-    path = dataset.write(exploration.spec.store, key,
-                         dataset.rows(exploration, test=test, options=options, executor=where))
-    console.print(f"seeds recorded in {path.parent} (table {dataset.TABLE})")
 
 
 def _run_exploration(args: argparse.Namespace, console: Console, spec: TestSpec, seeds: list[int],

@@ -5,7 +5,7 @@ Layout (the analysis dataset's conventions, ``harness.analysis.dataset``)::
     store/dataset/sim_seeds/exploration=<YYYYMMDDTHHMMSS>-<id>/part-00000.parquet
 
 One partition per exploration (``harness simulate --seeds``, each exploration of the detection matrix),
-written once by the driver when the exploration ends, stopped early or not; so a query over one sweep
+written once by the driver when the exploration ends, stopped early or not (``harness.sim.explore``); so a query over one sweep
 reads one directory, and ``spark.read.parquet("store/dataset/sim_seeds")`` reads every sweep with the
 ``exploration`` column from the directory name. Validity is the text ``true``, ``false`` or ``unknown``,
 as in the ``verdicts`` table. Columns may be added; renaming or removing one needs a migration in the
@@ -18,11 +18,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis.dataset import dataset_dir, valid_text
-from harness.sim.explore import Exploration, SeedOutcome
 from harness.store import TIMESTAMP_FORMAT
+
+if TYPE_CHECKING:
+    from harness.sim.explore import Exploration, SeedOutcome
 
 TABLE = "sim_seeds"
 PART_FILE = "part-00000.parquet"
@@ -83,7 +85,7 @@ def write(store: str | Path, exploration_key: str, table_rows: Sequence[Mapping[
     columns = [name for name in SIM_SEEDS if name != "exploration"]
     schema = pa.schema([(name, types[SIM_SEEDS[name]]) for name in columns])
     table = pa.Table.from_pylist([{name: row.get(name) for name in columns} for row in table_rows], schema=schema)
-    directory = dataset_dir(Path(store)) / TABLE / f"exploration={exploration_key}"
+    directory = Path(dataset_dir(Path(store))) / TABLE / f"exploration={exploration_key}"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / PART_FILE
     temporary = directory / f".{PART_FILE}.{uuid.uuid4().hex[:8]}"
@@ -96,7 +98,7 @@ def read(store: str | Path, exploration_key: str | None = None) -> list[dict[str
     """The table's rows (of one exploration, or all), sorted by exploration and seed: for tests and people."""
     import pyarrow.parquet as pq
 
-    base = dataset_dir(Path(store)) / TABLE
+    base = Path(dataset_dir(Path(store))) / TABLE
     found: list[dict[str, Any]] = []
     parts = sorted(base.glob(f"exploration={exploration_key or '*'}/{PART_FILE}"))
     for part in parts:

@@ -10,6 +10,9 @@ work was spread; without ``keep_going`` the exploration stops there.
 With ``check_determinism`` every seed runs twice and the two histories and journals must hash the same
 (:func:`harness.sim.run.trace_digest`); a difference is reported per seed and is a harness defect.
 
+Every exploration ends with its seeds written to the dataset's ``sim_seeds`` table (``harness.sim.dataset``),
+whoever called it: ``harness simulate --seeds``, or each exploration of the detection matrix.
+
 Where the seeds run is a :class:`SeedExecutor`: :class:`ProcessPool` (``jobs`` worker processes on this
 machine, the default) or ``harness.sim.spark.SparkSeeds`` (batches of seeds as Spark tasks). Code that
 calls :func:`explore` without naming one (the detection matrix of a DB plugin) gets the executor
@@ -29,11 +32,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
 
 from checkers.verdict import UNKNOWN, Valid
+from harness.sim import dataset
 from harness.sim.run import compose_sim, discard, keep, simulate
 from harness.spec import ConfigError, TestSpec
 
@@ -95,6 +100,10 @@ class Exploration:
     wall_seconds: float = 0.0
     jobs: int = 1
     stopped_early: bool = False
+    executor: str = ""
+    """Where the seeds ran: ``processes N`` or ``spark MASTER``."""
+    recorded: Path | None = None
+    """The exploration's partition of the ``sim_seeds`` table (``harness.sim.dataset``)."""
 
     @property
     def invalid(self) -> list[SeedOutcome]:
@@ -314,13 +323,14 @@ def explore(
     ``keep_going``. ``checkers`` restricts judging to those checkers (the detection matrix asks only the one
     that must catch its bug). ``on_outcome`` sees each outcome in seed order as it is known.
     """
-    compose_sim(spec)  # bad names fail here, once, not in every worker
+    comp = compose_sim(spec)  # bad names fail here, once, not in every worker
     seed_list = list(seeds)
     if executor is None:
         installed = _executor.get()
         executor = installed if installed is not None and jobs is None else ProcessPool(jobs)
     stop_on = stop_on or (lambda outcome: outcome.valid is False)
-    exploration = Exploration(spec, seed_list, jobs=executor.workers)
+    exploration = Exploration(spec, seed_list, jobs=executor.workers, executor=executor_name(executor))
+    started_at = datetime.now(UTC)
     scratch = Path(spec.store) / ".sim-scratch" / f"explore-{os.getpid()}-{time.monotonic_ns()}"
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -344,4 +354,13 @@ def explore(
             scratch.parent.rmdir()  # .sim-scratch, when no other exploration uses it
         except OSError:
             pass
+    if exploration.outcomes:
+        rows = dataset.rows(exploration, test=comp.test_name, options=comp.options, executor=exploration.executor)
+        exploration.recorded = dataset.write(spec.store, dataset.exploration_id(started_at), rows)
     return exploration
+
+
+def executor_name(executor: SeedExecutor) -> str:
+    """How the ``sim_seeds`` table and the summary name where seeds ran."""
+    master = getattr(executor, "master", None)
+    return f"spark {master}" if master is not None else f"processes {executor.workers}"
