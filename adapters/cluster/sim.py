@@ -552,16 +552,19 @@ class World:
 
     # -- clients ----------------------------------------------------------------------------------------
 
-    def client_send(self, node_id: str, ref: Hashable, request: dict[str, Any], on_reply: ReplyCallback) -> None:
+    def client_send(self, node_id: str, ref: Hashable, request: dict[str, Any], on_reply: ReplyCallback) -> int | None:
         """Send a client request; ``on_reply(ref, reply)`` is called with the node's reply, ``REFUSED``
-        or ``LOST``. A reply that comes after the client gave up is the caller's to ignore."""
+        or ``LOST``. A reply that comes after the client gave up is the caller's to ignore. Returns when
+        the refusal arrives if the node is down (known at once), else ``None``."""
         node = self.nodes[node_id]
         delay = self.network.client_delay_ns()
         if not node.up:
-            self._push(self.now + 2 * delay, REPLY, on_reply, ref, dict(REFUSED))
-            return
+            at = self.now + 2 * delay
+            self._push(at, REPLY, on_reply, ref, dict(REFUSED))
+            return at
         node.outstanding[ref] = on_reply
         self._push(self.now + delay, REQUEST, node_id, (node.incarnation, ref), request)
+        return None
 
     # -- clocks -----------------------------------------------------------------------------------------
 
@@ -651,10 +654,13 @@ class SimConnection:
             if not future.done():
                 future.set_result(reply)
 
-        world.client_send(self.node, next(self.refs), request, on_reply)
+        refused_at = world.client_send(self.node, next(self.refs), request, on_reply)
         # The deadline is a world event that finds the future done when the reply came first: no timer
-        # to cancel (a call is answered far more often than it times out).
-        world.schedule(world.now + math.ceil(timeout * NS), _expire, future)
+        # to cancel (a call is answered far more often than it times out). A refusal's arrival is known
+        # at once: no deadline is needed when it comes first.
+        deadline = world.now + math.ceil(timeout * NS)
+        if refused_at is None or refused_at > deadline:
+            world.schedule(deadline, _expire, future)
         reply = await future
         if reply.get("transport") is True:
             if reply["error"] == REFUSED["error"]:
