@@ -77,3 +77,28 @@ def test_every_module_opens_with_a_docstring() -> None:
             if not ast.get_docstring(tree):
                 missing.append(str(path.relative_to(ROOT)))
     assert not missing, "modules without a docstring saying what they are for:\n" + "\n".join(missing)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_node_core_has_no_import_circle() -> None:
+    """The node core reads top-down: no module of `cluster.core` reaches itself through its imports, the
+    ones made only for type checking included."""
+    graph: dict[str, set[str]] = {}
+    for path in _modules("cluster/core"):
+        graph[_module_name(path)] = {name for _, name in _imports(path) if name.startswith("cluster.core")}
+    circles = []
+    for start in graph:
+        seen: set[str] = set()
+        stack = [start]
+        while stack:
+            for target in graph.get(stack.pop(), ()):
+                if target == start:
+                    circles.append(start)
+                if target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+    assert not sorted(set(circles)), f"import circles in the node core through: {sorted(set(circles))}"

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from cluster.core.bugs import validate_bugs
+from cluster.core.bugs import ALL_MODES, validate_bugs
 
 FSYNC_POLICIES = ("always", "never")
 DEDUP_WINDOW_UNITS = ("seconds", "entries")
@@ -63,8 +63,6 @@ class NodeConfig:
         "doc": "lease mode: a lease not renewed for this long expires (seed 003's time to live)"})
 
     def __post_init__(self) -> None:
-        from cluster.core.election import ELECTIONS
-
         if not isinstance(self.node_id, str) or not self.node_id:
             raise ValueError(f"node_id must be a non-empty string, got {self.node_id!r}")
         object.__setattr__(self, "peers", tuple(self.peers))
@@ -75,8 +73,8 @@ class NodeConfig:
             raise ValueError(f"node {self.node_id!r} must not list itself among its peers")
         if len(set(self.peers)) != len(self.peers):
             raise ValueError(f"peer list has duplicates: {', '.join(self.peers)}")
-        if self.mode not in ELECTIONS:
-            raise ValueError(f"unknown mode {self.mode!r}; valid modes: {', '.join(ELECTIONS)}")
+        if self.mode not in ALL_MODES:
+            raise ValueError(f"unknown mode {self.mode!r}; valid modes: {', '.join(ALL_MODES)}")
         object.__setattr__(self, "bugs", validate_bugs(_names(self.bugs), self.mode))
         if self.fsync not in FSYNC_POLICIES:
             raise ValueError(f"unknown fsync policy {self.fsync!r}; valid: {', '.join(FSYNC_POLICIES)}")

@@ -34,17 +34,35 @@ Bug `skip-leader-sync`: the new leader skips steps 1 and 2.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from cluster.core.config import NodeConfig
+from cluster.core.log import Entry, Log
 from cluster.core.messages import (
     FollowerLSNRequest,
     FollowerLSNResponse,
     LeaderSyncDataQuery,
     LeaderSyncDataResponse,
+    Message,
 )
 
-if TYPE_CHECKING:
-    from cluster.core.node import Node
+
+class SyncingNode(Protocol):
+    """What a leader sync reads and calls on its node (`cluster.core.node.Node` is one): the sync sits below
+    the node in the core's layering, so it names only this much of it."""
+
+    config: NodeConfig
+    log: Log
+    term: int
+    commit_index: int
+
+    def send(self, peer: str, message: Message) -> None: ...
+
+    def adopt_entries(self, first: int, entries: list[Entry], replace: bool) -> None: ...
+
+    def complete_leadership(self, now: float) -> None: ...
+
+    def restart_sync(self, now: float) -> None: ...
 
 MAX_TRIES = 3
 
@@ -52,7 +70,7 @@ MAX_TRIES = 3
 class LeaderSync:
     """One synchronisation attempt of a new leader (a fresh `sync_id` for each attempt)."""
 
-    def __init__(self, node: Node, sync_id: int, now: float) -> None:
+    def __init__(self, node: SyncingNode, sync_id: int, now: float) -> None:
         self.node = node
         self.sync_id = sync_id
         self.phase = "lsn"
