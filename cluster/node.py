@@ -49,10 +49,10 @@ from typing import Any
 
 from cluster.core.bugs import KNOWN_BUGS
 from cluster.core.config import NodeConfig, check_settings
-from cluster.core.controller import Controller, ControllerConfig, recover_controller
 from cluster.core.election import ELECTIONS
 from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.errors import error_reply as core_error_reply
+from cluster.core.fluvio_controller import Controller, ControllerConfig, recover_controller
 from cluster.core.node import Node, Ready
 from cluster.core.storage import StorageError, recover
 from cluster.disk import (

@@ -22,7 +22,7 @@ not fire, and what arrives waits in its socket buffers, here ``inbox``, until it
 their connection close). :meth:`World.restart` builds a new core from ``recover(durable records)`` with
 a fresh RNG for the new incarnation.
 
-**Other processes.** A ``fluvio`` cluster has its controller (``cluster.core.controller``, id ``sc``), a
+**Other processes.** A ``fluvio`` cluster has its controller (``cluster.core.fluvio_controller``, id ``sc``), a
 process of its own host driven like a node; a ``lease`` cluster elects through an external store, a
 ``raft`` group ``s1..s3`` whose member ``sK`` shares node ``nK``'s host, so partitions between hosts cut
 store traffic too. A data node's ``Ready.requests`` travel to store members over the peer network and
@@ -68,7 +68,7 @@ from adapters.cluster.db import (
 )
 from cluster.client import CONNECTION_REFUSED, Client, Lost, NeverSent
 from cluster.core.config import NodeConfig
-from cluster.core.controller import Controller, ControllerConfig, recover_controller
+from cluster.core.fluvio_controller import Controller, ControllerConfig, recover_controller
 from cluster.core.node import Node, Ready
 from cluster.core.storage import recover
 from harness.db import Deployment, fault_targets, hosts_of

@@ -11,8 +11,8 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
-from cluster.core.controller import Controller, ControllerConfig, recover_controller
 from cluster.core.election.fluvio import CONTROLLER_ID
+from cluster.core.fluvio_controller import Controller, ControllerConfig, recover_controller
 from cluster.core.node import Ready
 from tests.cluster.core_network import CoreNetwork, Envelope, _copy
 

@@ -17,7 +17,8 @@ import pytest
 from checkers.history import parse_history
 from checkers.linearizability import check_linearizability
 from cluster.core.bugs import KNOWN_BUGS
-from cluster.core.controller import (
+from cluster.core.election.fluvio import CONTROLLER_ID
+from cluster.core.fluvio_controller import (
     CANDIDATE_FOUND,
     ONLINE,
     Controller,
@@ -26,7 +27,6 @@ from cluster.core.controller import (
     controller_record,
     recover_controller,
 )
-from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.messages import LeaderCandidate, ReplicaSetUpdate, SpuStatus
 from cluster.core.node import Ready
 from cluster.core.storage import recover

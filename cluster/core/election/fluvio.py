@@ -1,7 +1,7 @@
 """Fluvio-style replica election (seed 002): the SPUs do not elect; a controller (the SC) does.
 
 This is the SPU side: a node of mode `fluvio` is one replica of the replica set (an SPU). The controller
-is `cluster.core.controller` (one more process of the cluster, id `CONTROLLER_ID`); the SPUs' node ids
+is `cluster.core.fluvio_controller` (one more process of the cluster, id `CONTROLLER_ID`); the SPUs' node ids
 are their peers as usual, the controller is not a peer (it counts in no quorum) but may message them.
 
 * Every `heartbeat_interval` an SPU sends the SC its SpuStatus: role, term, leader, LEO (last index and
@@ -30,7 +30,7 @@ are their peers as usual, the controller is not a peer (it counts in no quorum) 
 
 The winner is the LRS member with the smallest lag, which holds every committed record because every
 commit needed it: no leader synchronisation (`leader_sync` False). The known bug `promote-outside-lrs`
-is the controller's (`cluster.core.controller`).
+is the controller's (`cluster.core.fluvio_controller`).
 """
 
 from __future__ import annotations

@@ -257,7 +257,7 @@ def test_the_driver_restarts_a_killed_controller_and_never_takes_it_for_the_lead
 
 
 def _controller_journal(path: Path, spus: tuple[str, ...]) -> None:
-    """The SC's journal as `cluster.core.controller` writes it: start and decisions, no role or apply."""
+    """The SC's journal as `cluster.core.fluvio_controller` writes it: start and decisions, no role or apply."""
     rng = random.Random(7)
     lines = [{"node": "sc", "seq": 0, "wall": 1000.0, "event": "start", "mode": "fluvio", "role": "controller",
               "term": 0, "status": "Offline", "leader": None, "lrs": list(spus), "bugs": []}]
