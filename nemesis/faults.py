@@ -16,8 +16,8 @@ nemesis over iptables, signals and libfaketime, the simulator over its network a
 
 Targets are either named nodes (a tuple) or one of :data:`TARGET_SPECS`. The generator resolves random
 specs to named nodes when it draws the schedule, so the schedule says exactly which nodes a fault hits;
-only ``leader`` (and the partition kinds aimed at the leader) wait for run time, when the interpreter
-knows the current leader. :func:`resolve_targets` and :func:`resolve_partition` do that, purely.
+only ``leader`` and ``followers`` (and the partition kinds aimed at the leader) wait for run time, when the
+interpreter knows the current leader. :func:`resolve_targets` and :func:`resolve_partition` do that, purely.
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from typing import Any, ClassVar
 
 from nemesis import grudge as grudges
 
-TARGET_SPECS: tuple[str, ...] = ("one", "minority", "majority", "leader", "all")
-"""Symbolic targets: a random node, a random minority, a random bare majority, the leader, every node."""
+TARGET_SPECS: tuple[str, ...] = ("one", "minority", "majority", "leader", "all", "followers")
+"""Symbolic targets: a random node, a random minority, a random bare majority, the leader, every node,
+every node but the leader. ``leader`` and ``followers`` are resolved at run time, the others when the
+schedule is drawn."""
 
 PARTITION_KINDS: tuple[str, ...] = (
     "halves",
@@ -482,19 +484,22 @@ def draw_targets(spec: str, nodes: Sequence[str], rng: random.Random) -> tuple[s
         return _sample(listed, grudges.majority(n), rng)
     if spec == "all":
         return tuple(listed)
-    if spec == "leader":
-        raise ValueError("the leader is known only at run time; resolve 'leader' with resolve_targets")
+    if spec in ("leader", "followers"):
+        raise ValueError(f"the leader is known only at run time; resolve {spec!r} with resolve_targets")
     raise ValueError(f"unknown target {spec!r}; use one of {', '.join(TARGET_SPECS)}")
 
 
 def resolve_targets(
     targets: Targets, nodes: Sequence[str], leader: str | None, rng: random.Random | None = None
 ) -> tuple[str, ...]:
-    """The nodes a fault hits now. Named nodes stay as they are; ``leader`` becomes the current leader
-    (raises :class:`UnresolvableTarget` when none is known); ``all`` every node; the random specs are
-    drawn from ``rng`` (required for them)."""
+    """The nodes a fault hits now. Named nodes stay as they are; ``leader`` becomes the current leader and
+    ``followers`` every other node (both raise :class:`UnresolvableTarget` when no leader is known);
+    ``all`` every node; the random specs are drawn from ``rng`` (required for them)."""
     if not isinstance(targets, str):
         return tuple(targets)
+    if targets == "followers":
+        (current,) = resolve_targets("leader", nodes, leader)
+        return tuple(n for n in nodes if n != current)
     if targets == "leader":
         if leader is None:
             raise UnresolvableTarget("no leader is known, so there is no leader to target")

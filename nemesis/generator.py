@@ -9,7 +9,9 @@ packages a test asks for into one schedule of pure data, as Jepsen's combined ne
 1. every package runs on its own timeline: every ``interval`` seconds on average (each gap drawn
    uniformly between 0.5 and 1.5 intervals) it performs one operation, alternately a new fault and the
    operation that heals it, until ``time_limit``; so every fault is paired with its heal, and faults of
-   different packages overlap;
+   different packages overlap. An *election storm* keeps a pace of its own instead (:class:`Pace`: how
+   long a fault holds, how long the cluster rests before the next), a few seconds whatever the interval,
+   and may heal each fault with the operation that ends that fault only (``Package.heal_of``);
 2. each package draws from its own generator, seeded from ``rng`` in :data:`PACKAGES` order whether or
    not the package is asked for, so a package's faults do not change when others are added: the
    partitions of ``partition,kill`` are those of ``partition`` alone;
@@ -20,6 +22,22 @@ packages a test asks for into one schedule of pure data, as Jepsen's combined ne
 The schedule depends on nothing but its arguments: the same seed, nodes and options give the same
 schedule on every platform (ARCHITECTURE.md, "Determinism and seeds"). To add a package, see
 ``docs/nemesis.md``.
+
+The election storms (:data:`STORMS`) exist because a bug that lives in elections gets one chance per
+election, and the single-fault packages at their usual pace cause about four a minute (docs/nemesis.md,
+"Election storms", has the figures). Each is composed from the same fault vocabulary:
+
+* ``leader-churn``: isolate, pause or kill the current leader, heal after 1 to 2.5 s, again 0.3 to 1 s
+  later: a successor is elected nearly every time, and the deposed leader comes back into a newer term;
+* ``timeout-storm``: pause every node, or every follower, for 0.6 to 3 s and resume them together: their
+  election timers expire at the same instant, so several candidates stand at once (split votes, a voter
+  asked twice in one term);
+* ``ring-storm``: a majorities ring or a bridge, a new one every 1 to 3 s with a short heal between: every
+  node sees a majority but candidates cannot hear each other, while the voters between them hear both;
+* ``slow-net``: latency with a jitter as large as the delay (the simulator; recorded as unavailable where
+  the kernel lacks netem) together with packet loss (iptables; on containers, TCP retransmits what is
+  lost, so messages arrive late), on a majority or every node: heartbeats miss, elections start, and a
+  Vote of an earlier ballot arrives during a later one.
 """
 
 from __future__ import annotations
@@ -67,6 +85,9 @@ class NemesisOptions:
     """Range of the strobe's flip period in seconds."""
     loss_probabilities: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3, 0.5)
     latency_delays_ms: tuple[float, ...] = (10.0, 50.0, 100.0, 250.0, 500.0, 1000.0)
+    storm_delays_ms: tuple[float, ...] = (100.0, 200.0, 400.0, 800.0)
+    """``slow-net``'s delays, each with a jitter as large: around the election timeout (0.45 s by default)."""
+    storm_loss_probabilities: tuple[float, ...] = (0.1, 0.2, 0.3)
     kill_targets: tuple[str, ...] = ("leader", "leader", "one", "minority", "majority", "all")
     """Drawn uniformly, so a repeated spec weighs more: a third of kills hit the leader, whose
     acknowledged-but-uncommitted writes are what ``ack-before-commit`` loses."""
@@ -88,8 +109,11 @@ class NemesisOptions:
             raise ValueError(f"strobe period range must satisfy 0 < low <= high, not {self.strobe_period}")
         if not self.loss_probabilities or not all(0 < p <= 1 for p in self.loss_probabilities):
             raise ValueError(f"loss probabilities must be in (0, 1], not {self.loss_probabilities}")
-        if not self.latency_delays_ms or not all(d > 0 for d in self.latency_delays_ms):
-            raise ValueError(f"latency delays must be positive, not {self.latency_delays_ms}")
+        for name in ("latency_delays_ms", "storm_delays_ms"):
+            if not getattr(self, name) or not all(d > 0 for d in getattr(self, name)):
+                raise ValueError(f"{name.replace('_', ' ')} must be positive, not {getattr(self, name)}")
+        if not self.storm_loss_probabilities or not all(0 < p <= 1 for p in self.storm_loss_probabilities):
+            raise ValueError(f"storm loss probabilities must be in (0, 1], not {self.storm_loss_probabilities}")
         for name in ("kill_targets", "pause_targets", "network_targets"):
             specs = getattr(self, name)
             allowed = ("one", "minority", "majority", "all") + (
@@ -105,14 +129,36 @@ same instant (a composed fault such as ``leader-clock``'s "cut the leader off, t
 
 
 @dataclass(frozen=True)
+class Pace:
+    """A package's own rhythm, in seconds, instead of the run's ``interval``: each fault holds for a time
+    drawn uniformly from ``hold``, then its heal comes, and the next fault ``gap`` later (uniform)."""
+
+    hold: tuple[float, float]
+    gap: tuple[float, float]
+
+    def __post_init__(self) -> None:
+        for name in ("hold", "gap"):
+            low, high = getattr(self, name)
+            if not 0 <= low <= high or high <= 0:
+                raise ValueError(f"pace {name} must be a range 0 <= low <= high, high > 0, not {(low, high)}")
+
+
+@dataclass(frozen=True)
 class Package:
-    """One family of faults: how to draw a fault, and the operation(s) that heal it."""
+    """One family of faults: how to draw a fault, and the operation(s) that heal it.
+
+    ``heal`` heals anything the package may have done (the final heal phase uses it); ``heal_of``, when
+    given, is the heal of one drawn step (a leader kill is healed by a start, not also by a heal and a
+    resume). ``pace``, when given, replaces the run's interval for this package (:class:`Pace`).
+    """
 
     name: str
     summary: str
     fault: Callable[[random.Random, tuple[str, ...], NemesisOptions], Step]
     heal: Callable[[], Step]
     min_nodes: int = 1
+    pace: Pace | None = None
+    heal_of: Callable[[Step], Step] | None = None
 
 
 def _operations(step: Step) -> tuple[Fault, ...]:
@@ -217,6 +263,38 @@ def _leader_clock(rng: random.Random, nodes: tuple[str, ...], options: NemesisOp
     return (Partition("isolate", target="leader"), ClockBump(deltas={"leader": -back}))
 
 
+def _leader_churn(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Fault:
+    """Isolate, pause or kill the current leader (resolved when applied)."""
+    return rng.choice((Partition("isolate", target="leader"), Pause("leader"), Kill("leader")))
+
+
+def _churn_heal(step: Step) -> Step:
+    """The heal of one churn fault: reconnect, resume or restart."""
+    return Heal() if isinstance(step, Partition) else Resume("all") if isinstance(step, Pause) else Start("all")
+
+
+def _timeout_storm(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Fault:
+    """Pause every node, or every node but the leader, so their timers run out together on the resume."""
+    return Pause("all" if rng.random() < 0.5 else "followers")
+
+
+def _ring_storm(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Fault:
+    """A fresh majorities ring (>= 4 nodes) or bridge: candidates that cannot hear each other, voters
+    that hear both."""
+    if len(nodes) >= 4 and rng.random() < 0.5:
+        return Partition("majorities-ring", grudge=grudges.majorities_ring(nodes, rng))
+    return Partition("bridge", grudge=grudges.bridge(nodes, rng))
+
+
+def _slow_net(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Step:
+    """Delay with a jitter as large as itself, and loss, on the same nodes (latency where netem exists,
+    loss everywhere; on TCP a lost message arrives late, retransmitted)."""
+    targets = draw_targets(rng.choice(("majority", "all")), nodes, rng)
+    delay = rng.choice(options.storm_delays_ms)
+    return (Latency(targets=targets, delay_ms=delay, jitter_ms=delay),
+            Loss(targets=targets, probability=rng.choice(options.storm_loss_probabilities)))
+
+
 def _loss(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Fault:
     targets = draw_targets(rng.choice(options.network_targets), nodes, rng)
     return Loss(targets=targets, probability=rng.choice(options.loss_probabilities))
@@ -272,14 +350,58 @@ PACKAGES: dict[str, Package] = {
             lambda: (Heal(), ClockReset("all")),
             min_nodes=3,
         ),
+        # The election storms (module docstring). Appended after the others: every package's stream is
+        # seeded in this order, so the earlier packages' schedules did not move when these were added.
+        Package(
+            "leader-churn",
+            "election storm: isolate, pause or kill the current leader for 1-2.5 s, every 1.3-3.5 s; "
+            "heal reconnects, resumes or restarts it",
+            _leader_churn,
+            lambda: (Heal(), Resume("all"), Start("all")),
+            min_nodes=3,
+            pace=Pace(hold=(1.0, 2.5), gap=(0.3, 1.0)),
+            heal_of=_churn_heal,
+        ),
+        Package(
+            "timeout-storm",
+            "election storm: pause every node or every follower for 0.6-3 s and resume them together, so "
+            "their election timers run out at once",
+            _timeout_storm,
+            lambda: Resume("all"),
+            min_nodes=3,
+            pace=Pace(hold=(0.6, 3.0), gap=(0.5, 1.5)),
+        ),
+        Package(
+            "ring-storm",
+            "election storm: a new majorities ring or bridge partition every 1-3 s, briefly healed between",
+            _ring_storm,
+            Heal,
+            min_nodes=3,
+            pace=Pace(hold=(1.0, 3.0), gap=(0.1, 0.5)),
+        ),
+        Package(
+            "slow-net",
+            "election storm: delay with as much jitter (where netem exists) and packet loss on a majority "
+            "or every node, 2-5 s at a time, so heartbeats miss and old votes arrive late",
+            _slow_net,
+            lambda: (HealLatency(), HealLoss()),
+            pace=Pace(hold=(2.0, 5.0), gap=(0.5, 2.0)),
+        ),
     )
 }
+
+STORMS: tuple[str, ...] = ("leader-churn", "timeout-storm", "ring-storm", "slow-net")
+"""The election-storm packages (module docstring)."""
 
 CLOCK_PACKAGES: tuple[str, ...] = ("clock", "leader-clock")
 """The packages that move wall clocks: on real nodes they need libfaketime (``nemesis.shell.FakeTime``)."""
 
-FINAL_HEAL_ORDER: tuple[str, ...] = ("partition", "leader-clock", "loss", "latency", "pause", "kill", "clock")
-"""Network first (so restarted nodes find their peers), then processes, then clocks."""
+FINAL_HEAL_ORDER: tuple[str, ...] = (
+    "partition", "leader-clock", "ring-storm", "loss", "latency", "slow-net", "leader-churn", "timeout-storm",
+    "pause", "kill", "clock",
+)
+"""Network first (so restarted nodes find their peers), then processes, then clocks. ``leader-churn``
+heals all three of its kinds, network first."""
 
 
 def nemesis_names() -> tuple[str, ...]:
@@ -340,11 +462,20 @@ def generate_schedule(
         package, stream = PACKAGES[name], streams[name]
         active = False
         at = 0.0
+        step: Step = ()
         while True:
-            at += stream.uniform(0.5, 1.5) * options.interval
+            if package.pace is None:
+                at += stream.uniform(0.5, 1.5) * options.interval
+            else:
+                at += stream.uniform(*(package.pace.hold if active else package.pace.gap))
             if at >= time_limit:
                 break
-            step = package.heal() if active else package.fault(stream, cluster, options)
+            if not active:
+                step = package.fault(stream, cluster, options)
+            elif package.heal_of is not None:
+                step = package.heal_of(step)
+            else:
+                step = package.heal()
             active = not active
             schedule.extend(ScheduledFault(round(at, 3), name, fault) for fault in _operations(step))
     order = {name: i for i, name in enumerate(PACKAGES)}

@@ -303,6 +303,8 @@ NEMESIS_CAPABILITIES: dict[str, tuple[type, ...]] = {
     "pause": (Pause, Status),
     "clock": (ClockSkew,),
     "leader-clock": (ClockSkew, Status),
+    "leader-churn": (Process, Pause, Status),
+    "timeout-storm": (Pause, Status),
 }
 CAPABILITY_METHODS: dict[type, str] = {
     Clients: "workloads, open_client()",

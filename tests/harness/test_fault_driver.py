@@ -73,3 +73,13 @@ def test_the_real_driver_uses_the_shell_for_network_and_clocks_and_the_adapter_f
     driver.apply(Resume(("n1",)), None)
     assert db.calls == [("kill", "n2"), ("pause", "n1"), ("resume", "n1")]
     assert driver.killed == {"n2"} and driver.paused == set()
+
+
+def test_followers_are_every_target_but_the_leader_known_when_applied() -> None:
+    db = FakeDB()
+    driver = real_fault_driver(db, DEPLOYMENT, {n: object() for n in NODES}, None, None)  # type: ignore[arg-type]
+    unresolved = driver.apply(Pause("followers"), None)
+    assert unresolved.error == "no leader is known, so there is no leader to target"
+    paused = driver.apply(Pause("followers"), "n2")
+    assert paused.applied and paused.value == {"nodes": ["n1", "n3"]}
+    assert db.calls == [("pause", "n1"), ("pause", "n3")] and driver.paused == {"n1", "n3"}

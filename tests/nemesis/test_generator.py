@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import random
@@ -15,7 +16,9 @@ from nemesis import grudge as g
 from nemesis.generator import (
     FINAL_HEAL_ORDER,
     PACKAGES,
+    STORMS,
     NemesisOptions,
+    Pace,
     ScheduledFault,
     generate_schedule,
     nemesis_names,
@@ -29,12 +32,34 @@ FIVE = ("n1", "n2", "n3", "n4", "n5")
 ALL = ",".join(nemesis_names())
 
 
+def operations(step: fx.Fault | tuple[fx.Fault, ...]) -> tuple[fx.Fault, ...]:
+    return step if isinstance(step, tuple) else (step,)
+
+
 def schedule(seed: int, packages: str = ALL, time_limit: float = 120.0, **options: object):
     return generate_schedule(packages, FIVE, random.Random(seed), time_limit, NemesisOptions(**options))
 
 
-def test_names_are_the_seven_packages() -> None:
-    assert nemesis_names() == ("partition", "kill", "pause", "clock", "loss", "latency", "leader-clock")
+def test_names_are_the_eleven_packages() -> None:
+    assert nemesis_names() == ("partition", "kill", "pause", "clock", "loss", "latency", "leader-clock",
+                               "leader-churn", "timeout-storm", "ring-storm", "slow-net")
+    assert STORMS == nemesis_names()[-4:]
+
+
+SEVEN = "partition,kill,pause,clock,loss,latency,leader-clock"
+SEVEN_DIGESTS = {
+    1: "5c6fbfb69bb8e7e1c9998c7fc4b66a7aebdb006996fbcb87a437d28d6c05312c",
+    2: "67708ed601a2d1ab20a3bbca98ffa5d67ecba2e307104ce0e19e7332627343b4",
+    3: "022d1244f3bffba616dd7ca791041ea5f34c42f843b5dc2bdeac4ca4e3d16e02",
+}
+"""SHA-256 of the schedules of the seven packages that existed before the election storms, for seeds 1-3
+(120 s, default options), computed with the generator of that time: adding packages moved none of them."""
+
+
+@pytest.mark.parametrize("seed", sorted(SEVEN_DIGESTS))
+def test_adding_packages_kept_every_earlier_schedule(seed: int) -> None:
+    text = json.dumps(schedule_to_jsonl(schedule(seed, SEVEN)), sort_keys=True)
+    assert hashlib.sha256(text.encode()).hexdigest() == SEVEN_DIGESTS[seed]
 
 
 def test_unknown_names_list_the_valid_ones() -> None:
@@ -72,28 +97,36 @@ def test_a_package_draws_the_same_faults_whatever_else_is_composed_with_it() -> 
 @settings(max_examples=60)
 def test_every_fault_is_followed_by_its_heal_and_the_run_ends_healed(seed: int, name: str) -> None:
     entries = schedule(seed, name, time_limit=90.0)
-    heal = PACKAGES[name].heal()
-    heal_ops = heal if isinstance(heal, tuple) else (heal,)
+    package = PACKAGES[name]
+    heal_ops = operations(package.heal())
     chaos = [e for e in entries if e.at < 90.0]
     # Within a package, steps (the operations at one instant) alternate fault, heal, fault, ...
     steps = [tuple(e.fault for e in group) for _, group in itertools.groupby(chaos, key=lambda e: e.at)]
     for i, step in enumerate(steps):
         assert all(fx.is_heal(fault) == (i % 2 == 1) for fault in step), step
         if i % 2 == 1:
-            assert step == heal_ops
+            fault = steps[i - 1] if len(steps[i - 1]) > 1 else steps[i - 1][0]
+            assert step == (operations(package.heal_of(fault)) if package.heal_of else heal_ops)
+            # What a step's own heal undoes, the package's final heal undoes too.
+            assert {type(op) for op in step} <= {type(op) for op in heal_ops}
     # The final heal phase sits at the time limit and heals the package.
     assert [e for e in entries if e.at == 90.0] == [ScheduledFault(90.0, name, fault) for fault in heal_ops]
     assert [e.at for e in entries] == sorted(e.at for e in entries)
 
 
 def test_final_heal_phase_heals_every_package_in_order() -> None:
+    assert sorted(FINAL_HEAL_ORDER) == sorted(nemesis_names())
     final = [e for e in schedule(3) if e.at == 120.0]
     assert [e.package for e in final] == [
-        name for name in FINAL_HEAL_ORDER for _ in range(2 if name == "leader-clock" else 1)
+        name for name in FINAL_HEAL_ORDER for _ in operations(PACKAGES[name].heal())
     ]
-    assert [e.fault.f for e in final] == ["heal", "heal", "clock", "heal-loss", "heal-latency", "resume", "start",
-                                          "clock"]
+    assert [e.fault.f for e in final] == ["heal", "heal", "clock", "heal", "heal-loss", "heal-latency",
+                                          "heal-latency", "heal-loss", "heal", "resume", "start", "resume",
+                                          "resume", "start", "clock"]
     assert all(fx.is_heal(e.fault) for e in final)
+    # Without the storms, the final phase is what it was before they existed.
+    seven = [e.fault.f for e in schedule(3, SEVEN) if e.at == 120.0]
+    assert seven == ["heal", "heal", "clock", "heal-loss", "heal-latency", "resume", "start", "clock"]
 
 
 def test_interval_sets_the_pace() -> None:
@@ -102,6 +135,71 @@ def test_interval_sets_the_pace() -> None:
         gaps = [b.at - a.at for a, b in zip(chaos, chaos[1:], strict=False)]
         assert all(0.5 * interval - 1e-3 <= gap <= 1.5 * interval + 1e-3 for gap in gaps)
         assert abs(sum(gaps) / len(gaps) - interval) < 0.15 * interval
+
+
+@pytest.mark.parametrize("name", STORMS)
+def test_a_storm_keeps_its_own_pace_whatever_the_interval(name: str) -> None:
+    pace = PACKAGES[name].pace
+    assert pace is not None
+    for interval in (2.0, 10.0):
+        chaos = [e for e in schedule(11, name, time_limit=600.0, interval=interval) if e.at < 600.0]
+        instants = sorted({e.at for e in chaos})
+        # Steps alternate fault, heal: a fault holds for pace.hold, the cluster rests for pace.gap.
+        for i, (a, b) in enumerate(zip(instants, instants[1:], strict=False)):
+            low, high = pace.hold if i % 2 == 0 else pace.gap
+            assert low - 1e-3 <= b - a <= high + 1e-3
+        assert instants[0] <= pace.gap[1] + 1e-3
+        # A few seconds per cycle: over a hundred faults in ten minutes, whatever the interval.
+        assert len(instants) // 2 >= 600.0 / (pace.hold[1] + pace.gap[1])
+
+
+def test_leader_churn_aims_at_the_leader_and_heals_only_what_it_did() -> None:
+    drawn = [e.fault for seed in range(10) for e in schedule(seed, "leader-churn", time_limit=60.0) if e.at < 60.0]
+    faults = [f for f in drawn if not fx.is_heal(f)]
+    assert set(faults) == {fx.Partition("isolate", target="leader"), fx.Pause("leader"), fx.Kill("leader")}
+    heal_of = PACKAGES["leader-churn"].heal_of
+    assert heal_of is not None
+    assert heal_of(fx.Partition("isolate", target="leader")) == fx.Heal()
+    assert heal_of(fx.Pause("leader")) == fx.Resume("all")
+    assert heal_of(fx.Kill("leader")) == fx.Start("all")
+
+
+def test_timeout_storm_pauses_everyone_or_every_follower_and_resumes_all() -> None:
+    drawn = {e.fault for seed in range(10) for e in schedule(seed, "timeout-storm", time_limit=60.0)}
+    assert drawn == {fx.Pause("all"), fx.Pause("followers"), fx.Resume("all")}
+    assert fx.resolve_targets("followers", FIVE, "n2") == ("n1", "n3", "n4", "n5")
+    with pytest.raises(fx.UnresolvableTarget):
+        fx.resolve_targets("followers", FIVE, None)
+    with pytest.raises(ValueError, match="known only at run time"):
+        fx.draw_targets("followers", FIVE, random.Random(1))
+
+
+def test_ring_storm_rotates_rings_and_bridges_where_each_node_sees_a_majority_or_a_bridge() -> None:
+    kinds = set()
+    for seed in range(10):
+        for entry in schedule(seed, "ring-storm", time_limit=60.0):
+            fault = entry.fault
+            if isinstance(fault, fx.Partition):
+                kinds.add(fault.kind)
+                assert fault.grudge is not None
+                fx.check_nodes(fault, FIVE)
+                if fault.kind == "majorities-ring":
+                    assert all(len(FIVE) - len(fault.grudge.get(n, ())) >= 3 for n in FIVE)
+    assert kinds == {"majorities-ring", "bridge"}
+    three = generate_schedule("ring-storm", ("a", "b", "c"), random.Random(1), 60.0)
+    assert {e.fault.kind for e in three if isinstance(e.fault, fx.Partition)} == {"bridge"}
+
+
+def test_slow_net_delays_and_loses_on_the_same_nodes() -> None:
+    options = NemesisOptions()
+    entries = [e for e in schedule(4, "slow-net", time_limit=60.0) if e.at < 60.0]
+    pairs = [(a.fault, b.fault) for a, b in zip(entries, entries[1:], strict=False)
+             if a.at == b.at and isinstance(a.fault, fx.Latency)]
+    assert pairs
+    for latency, loss in pairs:
+        assert isinstance(loss, fx.Loss) and loss.targets == latency.targets and len(latency.targets) >= 3
+        assert latency.delay_ms in options.storm_delays_ms and latency.jitter_ms == latency.delay_ms
+        assert loss.probability in options.storm_loss_probabilities
 
 
 def test_no_packages_no_schedule_and_short_runs_only_heal() -> None:
@@ -194,6 +292,7 @@ def test_schedule_from_jsonl_skips_client_lines_and_rejects_bad_ones() -> None:
         fx.Kill("leader"),
         fx.Start("all"),
         fx.Pause(("n2",)),
+        fx.Pause("followers"),
         fx.Resume("all"),
         fx.ClockBump({"n1": -30.5, "n4": 120.0}),
         fx.ClockStrobe(("n2",), delta=2.5, period=0.2, duration=10.0),
@@ -261,6 +360,12 @@ def test_options_are_validated() -> None:
         NemesisOptions(interval=0)
     with pytest.raises(ValueError, match="network_targets must be drawn from"):
         NemesisOptions(network_targets=("leader",))
+    with pytest.raises(ValueError, match="storm delays ms must be positive"):
+        NemesisOptions(storm_delays_ms=())
+    with pytest.raises(ValueError, match="storm loss probabilities"):
+        NemesisOptions(storm_loss_probabilities=(2.0,))
+    with pytest.raises(ValueError, match="pace hold"):
+        Pace(hold=(2.0, 1.0), gap=(0.1, 0.2))
 
 
 HASH_SEED_SCRIPT = """
