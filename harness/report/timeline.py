@@ -14,6 +14,11 @@ Large histories stay readable and small (the figure must stay usable at 100,000 
 Rows of operation bars are *lanes*, not processes: a client that gives up on an operation (``info``)
 continues as a new process id (FORMATS.md), so processes are packed greedily into as few lanes as never
 overlap in time, each labelled with the processes it holds.
+
+The caption under the figure counts the run's elections (:func:`count_elections`): the terms in which some
+node became leader during the chaos phase, per minute of it, and the terms that were started but never
+won (split votes, failed ballots). A bug that lives in elections gets one chance per election, so this is
+the figure that says how hard a run pressed on them (docs/nemesis.md, "Election storms").
 """
 
 from __future__ import annotations
@@ -77,6 +82,32 @@ class Timeline:
     latency_sentence: str
     roles_sentence: str
     spans: list[RoleSpan] = field(default_factory=list)
+    elections: Elections | None = None
+
+
+@dataclass(frozen=True)
+class Elections:
+    """The elections of a run's chaos phase (history time 0 to ``seconds``), read from its role spans.
+
+    ``won`` counts the distinct terms in which some node became leader during the phase (the leader
+    elected before the test started does not count); ``unwon`` the terms some node entered in that
+    phase without anyone leading them (a candidate that lost, a split vote, a ballot that timed out).
+    """
+
+    won: int
+    unwon: int
+    seconds: float
+    source: str
+
+    @property
+    def per_minute(self) -> float:
+        return self.won * 60.0 / self.seconds if self.seconds > 0 else 0.0
+
+    def sentence(self) -> str:
+        plural = "s" if self.unwon != 1 else ""
+        unwon = f"; {self.unwon} more term{plural} started without a leader" if self.unwon else ""
+        return (f"Elections during the {self.seconds:g} s of chaos: {self.won} (terms in which a node became "
+                f"leader, from the {self.source}), {self.per_minute:.1f} per minute{unwon}.")
 
 
 def _ms(ns: float) -> str:
@@ -161,6 +192,26 @@ def status_roles(status: Sequence[ClientOp], end: int) -> list[RoleSpan]:
             else:
                 spans.append(RoleSpan(node, t, until, "unreachable", None, None, "status"))
     return spans
+
+
+def count_elections(spans: Sequence[RoleSpan], chaos_end: int) -> Elections:
+    """Elections in ``[0, chaos_end]`` (ns, history axis): terms some node started to lead in that time,
+    and terms entered there that nobody led at any time (:class:`Elections`)."""
+    led: set[int] = set()
+    won: set[int] = set()
+    entered: set[int] = set()
+    for span in spans:
+        if span.term is None:
+            continue
+        if span.role == "leader":
+            led.add(span.term)
+        if 0 <= span.start <= chaos_end:
+            entered.add(span.term)
+            if span.role == "leader":
+                won.add(span.term)
+    sources = {span.source for span in spans}
+    source = "node journals" if sources == {"journal"} else "status observations" if sources else "nothing"
+    return Elections(len(won), len(entered - led), chaos_end / NS, source)
 
 
 # -- window ------------------------------------------------------------------------------------------
@@ -506,6 +557,10 @@ def build_timeline(
     else:
         spans = []
         roles_sentence = "No node journals and no status observations: node roles are not known."
+    elections = None
+    if spans:
+        elections = count_elections(spans, min(_chaos_end(run), end))
+        roles_sentence += " " + elections.sentence()
     window = choose_window(run.ops, focus, max_bars)
     scale = Scale(0, end, LEFT, WIDTH - RIGHT)
     marks = [focus] if focus is not None else []
@@ -519,4 +574,13 @@ def build_timeline(
         wscale = Scale(max(window.start - pad, 0), window.end + pad, LEFT, WIDTH - RIGHT)
         zoom, _ = _figure(run, wscale, faults, spans, offsets, window.ops, False, marks, None, "window",
                           "operations in the window")
-    return Timeline(main, zoom, window.sentence, latency_sentence, roles_sentence, spans)
+    return Timeline(main, zoom, window.sentence, latency_sentence, roles_sentence, spans, elections)
+
+
+def _chaos_end(run: RunData) -> int:
+    """The end of the chaos phase on the history axis: ``test.json``'s time limit, else the history's end."""
+    timings = run.test.get("timings") if isinstance(run.test.get("timings"), Mapping) else {}
+    limit = timings.get("time_limit")
+    if isinstance(limit, int | float) and not isinstance(limit, bool) and limit > 0:
+        return int(limit * NS)
+    return max(run.end_ns, 1)

@@ -158,6 +158,8 @@ def test_timeline_has_faults_roles_bars_latency_and_throughput(failing: tuple[Pa
     assert "latency (log scale)" in timeline and "throughput (completions per second)" in timeline
     assert 'class="shade f-partition"' in timeline and 'class="o-down"' in timeline
     assert "Every one of the" in html
+    assert re.search(r"Elections during the [0-9.]+ s of chaos: \d+ \(terms in which a node became leader, from "
+                     r"the node journals\), [0-9.]+ per minute", html)
 
 
 def test_clock_offsets_and_unapplied_faults_are_listed(failing: tuple[Path, str, dict]) -> None:

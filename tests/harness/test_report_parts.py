@@ -11,6 +11,7 @@ from harness.report.clocks import NS, align, clock_offsets
 from harness.report.data import JournalMark, NemesisOp, read_history
 from harness.report.faults import fault_view
 from harness.report.svg import Scale, Svg
+from harness.report.timeline import RoleSpan, count_elections
 
 NODES = ("n1", "n2", "n3")
 
@@ -157,3 +158,26 @@ def test_scale_ticks_are_round_seconds() -> None:
     ticks = scale.ticks(8)
     assert [label for _, label in ticks] == ["0 s", "10 s", "20 s", "30 s", "40 s", "50 s", "60 s"]
     assert ticks[1][0] == pytest.approx(100.0)
+
+
+def test_elections_are_the_terms_won_during_the_chaos_phase() -> None:
+    def span(node: str, start: float, role: str, term: int | None) -> RoleSpan:
+        return RoleSpan(node, int(start * NS), int(start * NS) + NS, role, term, None, "journal")
+
+    spans = [
+        span("n1", -2.0, "leader", 1),  # elected before the test started: not counted
+        span("n2", 0.0, "follower", 1),
+        span("n2", 5.0, "candidate", 2),  # a term nobody won
+        span("n3", 6.0, "candidate", 3),
+        span("n3", 6.5, "leader", 3),
+        span("n4", 7.0, "follower", 3),
+        span("n1", 20.0, "leader", 4),
+        span("n1", 20.5, "leader", 4),  # the same term journalled again (a restart) is one election
+        span("n5", 70.0, "leader", 5),  # after the chaos phase: not counted
+    ]
+    elections = count_elections(spans, 30 * NS)
+    assert (elections.won, elections.unwon, elections.seconds) == (2, 1, 30.0)
+    assert elections.per_minute == 4.0
+    assert elections.sentence() == ("Elections during the 30 s of chaos: 2 (terms in which a node became leader, "
+                                    "from the node journals), 4.0 per minute; 1 more term started without a leader.")
+    assert count_elections([], 30 * NS).sentence().startswith("Elections during the 30 s of chaos: 0 ")

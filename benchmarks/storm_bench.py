@@ -1,0 +1,163 @@
+"""Benchmark: how many elections a nemesis causes (issue 15: election storms).
+
+Elections are counted from the node journals as the report's timeline counts them
+(``harness.report.timeline.count_elections``): the terms in which some node became leader during the chaos
+phase, per minute of it, and the terms started there that nobody led (split votes, failed ballots).
+
+Two figures:
+
+* ``sim``: simulate bug-free runs of every (nemesis, mode) given, for the given seeds, and print per pair
+  the mean, minimum and maximum elections per minute, the mean unwon terms per minute, and how many runs
+  were valid (a storm must not buy elections with false alarms). Runs are simulated in scratch
+  directories and deleted.
+* ``runs``: the same figures for stored runs (container runs, say), one line per run.
+* ``detect``: for one known bug (or ``none``, the bug-free control), every mode it applies to (or
+  ``--modes``) and every nemesis given, simulate the seeds and count the runs its checker caught
+  (``KnownBug.caught_by``), the runs invalid by any checker, and the unknown ones. Invalid runs are kept
+  in ``--store`` (with their replay commands), the rest deleted.
+
+    .venv/bin/python benchmarks/storm_bench.py sim --nemesis partition,kill,pause,clock leader-churn \\
+        --modes blazingmq,raft --seeds 1..5 [--time-limit 60] [--rate 10] [--jobs 2] [--core scouting=false]
+    .venv/bin/python benchmarks/storm_bench.py runs store/cluster-raft-register-leader-churn/*
+    .venv/bin/python benchmarks/storm_bench.py detect --bug vote-twice --nemesis ring-storm leader-churn \
+        --seeds 1..20 [--modes raft] [--rate 10] [--op-timeout 1] [--core scouting=false] [--store DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.report.clocks import align, clock_offsets  # noqa: E402
+from harness.report.data import load_run  # noqa: E402
+from harness.report.timeline import Elections, count_elections, journal_roles  # noqa: E402
+from harness.sim.explore import explore, parse_seeds  # noqa: E402
+from harness.sim.run import SimSpec, checker_for_bug, sim_bugs, sim_modes, simulate, workload_for_bug  # noqa: E402
+
+
+def elections_of(run_dir: Path) -> tuple[Elections, Any]:
+    """A stored run's elections during its chaos phase, and its verdict."""
+    run = load_run(run_dir)
+    offsets = clock_offsets(run.nemesis, run.nodes)
+    alignment = align(run.test, run.journals, run.status, offsets)
+    end = max(run.end_ns, 1)
+    limit = (run.test.get("timings") or {}).get("time_limit") or end / 1e9
+    spans = journal_roles(run.journals, alignment, end)
+    return count_elections(spans, min(int(limit * 1e9), end)), run.valid
+
+
+def _simulate_one(job: tuple[str, str, int, float, float, float, dict[str, Any], str]) -> dict[str, Any]:
+    nemesis, mode, seed, time_limit, rate, interval, core, scratch = job
+    spec = SimSpec(seed=seed, mode=mode, nemesis=tuple(nemesis.split(",")), time_limit=time_limit, rate=rate,
+                   nemesis_interval=interval, core=core, store=scratch)
+    directory = Path(tempfile.mkdtemp(prefix=f"{mode}-{seed}-", dir=scratch))
+    try:
+        result = simulate(spec, directory / "run")
+        elections, valid = elections_of(result.run_dir)
+        return {"nemesis": nemesis, "mode": mode, "seed": seed, "won": elections.won, "unwon": elections.unwon,
+                "per_minute": round(elections.per_minute, 2), "valid": valid}
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def sim(args: argparse.Namespace) -> None:
+    seeds = parse_seeds(args.seeds)
+    scratch = tempfile.mkdtemp(prefix="storm-bench-")
+    core = {name: json.loads(value) for name, _, value in (c.partition("=") for c in args.core)}
+    jobs = [(nemesis, mode, seed, args.time_limit, args.rate, args.interval, core, scratch)
+            for nemesis in args.nemesis for mode in args.modes.split(",") for seed in seeds]
+    rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            for row in pool.map(_simulate_one, jobs):
+                rows.setdefault((row["nemesis"], row["mode"]), []).append(row)
+                if args.verbose:
+                    print(json.dumps(row), flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"{'nemesis':42} {'mode':10} {'runs':>4} {'elections/min mean':>18} {'min':>5} {'max':>5} "
+          f"{'unwon/min':>9} {'valid':>6}")
+    for (nemesis, mode), found in rows.items():
+        rates = [r["per_minute"] for r in found]
+        unwon = statistics.mean(r["unwon"] for r in found) * 60.0 / args.time_limit
+        valid = sum(1 for r in found if r["valid"] is True)
+        print(f"{nemesis:42} {mode:10} {len(found):>4} {statistics.mean(rates):>18.1f} {min(rates):>5.1f} "
+              f"{max(rates):>5.1f} {unwon:>9.1f} {valid:>3}/{len(found):<2}")
+
+
+def detect(args: argparse.Namespace) -> None:
+    seeds = parse_seeds(args.seeds)
+    bugs = () if args.bug == "none" else (args.bug,)
+    modes = args.modes.split(",") if args.modes else list(sim_bugs()[args.bug].modes if bugs else sim_modes())
+    checker = checker_for_bug(args.bug) if bugs else None
+    core = {name: json.loads(value) for name, _, value in (c.partition("=") for c in args.core)}
+    print(f"{'bug':22} {'mode':10} {'nemesis':40} {'caught':>7} {'invalid':>7} {'unknown':>7}  first invalid seeds")
+    for nemesis in args.nemesis:
+        for mode in modes:
+            spec = SimSpec(seed=seeds[0], mode=mode, bugs=bugs, workload=args.workload or workload_for_bug(args.bug),
+                           nemesis=tuple(nemesis.split(",")), time_limit=args.time_limit, rate=args.rate,
+                           op_timeout=args.op_timeout, nemesis_interval=args.interval, core=core,
+                           store=args.store, **({"client_binding": args.client_binding} if args.client_binding else {}))
+            found = explore(spec, seeds, jobs=args.jobs, keep_going=True)
+            caught = [o.seed for o in found.outcomes if checker in o.failed] if checker else []
+            invalid = [o.seed for o in found.outcomes if o.valid is False]
+            unknown = [o.seed for o in found.outcomes if o.valid not in (True, False)]
+            shown = f"{len(caught) if checker else '-'}/{len(found.outcomes)}"
+            print(f"{args.bug:22} {mode:10} {nemesis:40} {shown:>7} {len(invalid):>7} {len(unknown):>7}  "
+                  f"{','.join(map(str, invalid[:8]))}", flush=True)
+
+
+def runs(args: argparse.Namespace) -> None:
+    for path in args.run_dirs:
+        elections, valid = elections_of(Path(path))
+        print(f"{path}: {elections.won} elections in {elections.seconds:g} s ({elections.per_minute:.1f} per minute), "
+              f"{elections.unwon} terms without a leader, valid {valid}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    figures = parser.add_subparsers(dest="figure", required=True)
+    simulated = figures.add_parser("sim", help="elections per minute of simulated bug-free runs")
+    simulated.add_argument("--nemesis", nargs="+", required=True, help="one package set per argument")
+    simulated.add_argument("--modes", default="blazingmq")
+    simulated.add_argument("--seeds", default="1..5")
+    simulated.add_argument("--time-limit", type=float, default=60.0)
+    simulated.add_argument("--rate", type=float, default=2.0)
+    simulated.add_argument("--interval", type=float, default=10.0, help="--nemesis-interval (default 10)")
+    simulated.add_argument("--jobs", type=int, default=2)
+    simulated.add_argument("--core", action="append", default=[], metavar="NAME=JSON",
+                           help="a node setting for every node, e.g. scouting=false (repeatable)")
+    simulated.add_argument("--verbose", action="store_true", help="print every run")
+    stored = figures.add_parser("runs", help="elections per minute of stored runs")
+    stored.add_argument("run_dirs", nargs="+")
+    detection = figures.add_parser("detect", help="how many simulated seeds catch a known bug")
+    detection.add_argument("--bug", required=True, help="a known bug, or none for the bug-free control")
+    detection.add_argument("--nemesis", nargs="+", required=True, help="one package set per argument")
+    detection.add_argument("--modes", default=None, help="default: every mode the bug applies to")
+    detection.add_argument("--workload", default=None, help="default: the bug's (queue for no-dedup)")
+    detection.add_argument("--seeds", default="1..20")
+    detection.add_argument("--time-limit", type=float, default=60.0)
+    detection.add_argument("--rate", type=float, default=10.0, help="ops/s per process (default 10, harness run's)")
+    detection.add_argument("--op-timeout", type=float, default=5.0)
+    detection.add_argument("--interval", type=float, default=10.0, help="--nemesis-interval (default 10)")
+    detection.add_argument("--client-binding", default=None)
+    detection.add_argument("--jobs", type=int, default=2)
+    detection.add_argument("--store", default="store/storm-bench")
+    detection.add_argument("--core", action="append", default=[], metavar="NAME=JSON")
+    args = parser.parse_args()
+    {"sim": sim, "runs": runs, "detect": detect}[args.figure](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
