@@ -21,6 +21,7 @@ from harness.spec import LIMITS, ConfigError, TestSpec
 from harness.subcommand import count, fault_packages, rate, seconds
 from nemesis.generator import nemesis_names
 from workloads.generator import workload_names
+from workloads.ops import CLIENT_BINDINGS
 
 DEFAULT_NEMESIS = "partition,kill,pause,clock"
 
@@ -45,6 +46,9 @@ def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None,
                         help=f"mean seconds between nemesis operations (default 10, at least "
                              f"{LIMITS['nemesis_interval'].minimum:g})")
     parser.add_argument("--op-timeout", type=seconds, default=5.0, help="seconds per operation (default 5)")
+    parser.add_argument("--client-binding", choices=CLIENT_BINDINGS, default="leader",
+                        help="where each client's operations go first: leader (follow the leader, default) or "
+                             "node (worker s stays at node s mod n, Jepsen's binding; docs/workloads.md)")
     parser.add_argument("--recovery-timeout", type=seconds, default=30.0,
                         help="seconds the final phase waits for a recovered leader, and for each node to catch up "
                              "(default 30)")
@@ -112,6 +116,7 @@ def spec_from_args(
         nemesis_interval=args.nemesis_interval,
         rate=args.rate,
         checkers=checkers,
+        client_binding=args.client_binding,
     )
     for name in ("platform", "hosts", "image", "node_memory", "node_pids"):
         if hasattr(args, name):

@@ -78,6 +78,8 @@ class Composition:
                 argv += ["--" + name, str(getattr(spec, name))]
         if spec.checkers is not None:
             argv += ["--checkers", ",".join(spec.checkers)]
+        if spec.client_binding != defaults.client_binding:
+            argv += ["--client-binding", spec.client_binding]
         for name in ("node_memory", "node_pids"):
             if getattr(spec, name) != getattr(defaults, name):
                 argv += ["--" + name.replace("_", "-"), str(getattr(spec, name))]

@@ -6,7 +6,9 @@ One asyncio event loop runs, for the chaos phase of a test:
   the operation's think time, records its invoke, runs it through its client with a per-operation
   timeout, and records the completion. A call that hangs past the timeout, or fails in a way that
   does not say whether it happened, completes ``info``; the logical process is then retired and the worker goes on as a new process id with a new
-  client and that process's stream (FORMATS.md: after ``info`` a process never invokes again).
+  client and that process's stream (FORMATS.md: after ``info`` a process never invokes again). With
+  ``client_binding = "node"`` every operation of worker slot ``s`` goes to node ``s mod n`` first, in
+  every process the slot runs (``workloads.ops.CLIENT_BINDINGS``); the invoke records that node.
 * the *nemesis*, process ``"nemesis"``, which walks the fault schedule (offsets in seconds from the
   start), resolves run-time targets such as "the current leader" against the latest status observations,
   applies each fault and records it as an invoke/completion pair whose completion carries what was
@@ -56,7 +58,7 @@ from typing import Any, Protocol
 from harness.db import STATUS_FIELDS, StatusError
 from harness.history import HistoryWriter
 from nemesis.faults import Outcome
-from workloads.ops import FinalOps, Op
+from workloads.ops import FinalOps, Op, bind, home_node
 
 log = logging.getLogger(__name__)
 
@@ -264,8 +266,11 @@ class InterpreterConfig:
     leader_timeout: float = 30.0
     """Before the first operation: how long to wait for some node to say it leads (then start anyway)."""
     leader_poll: float = 0.2
+    client_binding: str = "leader"
+    """Where a worker's operations go first (``workloads.ops.CLIENT_BINDINGS``)."""
 
     def __post_init__(self) -> None:
+        home_node(self.client_binding, 0, ())  # a bad name fails here, with the valid ones
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.time_limit <= 0:
@@ -458,6 +463,7 @@ class Interpreter:
         """One client slot: its process's stream, each op after its think time, until the time limit."""
         assert self._stopping is not None
         process = slot
+        home = home_node(self.config.client_binding, slot, self.nodes)
         stream = self._stream(slot, process)
         client = await self.open_client(process)
         try:
@@ -465,6 +471,7 @@ class Interpreter:
                 op = next(stream, None)
                 if op is None:  # a script ran out: the slot idles until the time limit
                     break
+                op = bind(op, home)
                 if op.think > 0 and not await self._pause(op.think):
                     break
                 if op.key is not None:

@@ -191,6 +191,7 @@ def run(
                     op_timeout=spec.op_timeout + 1.0,
                     recovery_timeout=spec.recovery_timeout,
                     leader_timeout=spec.leader_timeout,
+                    client_binding=spec.client_binding,
                 ),
                 nemesis=session.nemesis,
                 schedule=schedule,

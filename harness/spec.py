@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from harness.topology import MIN_PIDS, NODE_MEMORY, NODE_PIDS, memory_bytes
+from workloads.ops import CLIENT_BINDINGS
 
 PLATFORMS = ("docker", "ssh", "sim")
 DEFAULT_IMAGE = "chaos-node:latest"
@@ -115,6 +116,9 @@ class TestSpec:
     """Docker: each node container's memory limit (``harness.topology``)."""
     node_pids: int = NODE_PIDS
     """Docker: each node container's limit of processes and threads."""
+    client_binding: str = "leader"
+    """Where a worker's operations go first (``workloads.ops.CLIENT_BINDINGS``); a spec stored before the
+    binding existed reads as ``leader``, which is what those runs did."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nemesis", tuple(self.nemesis))
@@ -142,6 +146,8 @@ class TestSpec:
             raise ConfigError(f"--nemesis must be package names, not {list(self.nemesis)!r}")
         if self.checkers is not None and not all(isinstance(n, str) and n for n in self.checkers):
             raise ConfigError(f"--checkers must be checker names, not {list(self.checkers)!r}")
+        if self.client_binding not in CLIENT_BINDINGS:
+            raise ConfigError(f"--client-binding must be one of {', '.join(CLIENT_BINDINGS)}, not {self.client_binding!r}")
         for name, limit in LIMITS.items():
             limit.check(name, getattr(self, name))
         try:

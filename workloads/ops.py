@@ -8,6 +8,9 @@ read, not redirected to the leader), which the final phase uses to check every n
 
 A :class:`Workload` declares which checkers judge its histories (:data:`CHECKERS`) and the name of the
 sequential model the linearizability checker uses (``checkers.models``: ``cas-register``, ``queue``).
+
+Where a client process sends an operation that names no node is the *client binding*
+(:data:`CLIENT_BINDINGS`, :func:`bind`), one policy for the container and the simulated clients.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 CHECKERS: tuple[str, ...] = ("single-leader-per-term", "lsn-monotonicity", "durability", "linearizable")
@@ -67,6 +70,35 @@ class Op:
             think=data.get("think", 0.0),
             local=data.get("local", False) is True,
         )
+
+
+CLIENT_BINDINGS: tuple[str, ...] = ("leader", "node")
+"""Where a worker's operations go first.
+
+* ``leader`` (the default): wherever its client's leader hint points (the node that last answered ok or
+  that a redirect named), so clients follow the leader and leave a node once it stops answering;
+* ``node``: Jepsen's binding of processes to nodes: worker slot ``s`` sends every operation to node
+  ``s mod n`` first, and so does every process that replaces a retired one in that slot. A redirect
+  is still followed within the operation, but the next operation starts at the slot's node again. So
+  clients keep reaching a leader that was cut off, paused or restarted, and read there: what the bugs of
+  leaders that go on serving after they were deposed (``lease-read-wallclock``, ``lease-own-clock``)
+  need a client to see.
+"""
+
+
+def home_node(binding: str, slot: int, nodes: Sequence[str]) -> str | None:
+    """The node worker ``slot``'s operations go to first under ``binding`` (:data:`CLIENT_BINDINGS`);
+    ``None``: the client chooses (its leader hint)."""
+    if binding not in CLIENT_BINDINGS:
+        raise ValueError(f"unknown client binding {binding!r}; valid: {', '.join(CLIENT_BINDINGS)}")
+    if binding == "leader" or not nodes:
+        return None
+    return nodes[slot % len(nodes)]
+
+
+def bind(op: Op, home: str | None) -> Op:
+    """``op`` sent to ``home`` first (:func:`home_node`), unless it names its node itself."""
+    return op if home is None or op.node is not None else replace(op, node=home)
 
 
 FinalOps = Generator[Op, Any, None]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections import Counter
 
@@ -13,6 +14,7 @@ from harness.compose import compose
 from harness.db.plugin import load_plugin
 from harness.interpreter import RunStats
 from harness.spec import ConfigError, TestSpec
+from nemesis.generator import nemesis_names
 
 
 def _run(capsys, *argv: str) -> tuple[int, str]:
@@ -53,6 +55,7 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
         (["--node-memory", "10m"], "argument --node-memory: a node's memory limit of '10m' is below the 64m"),
         (["--node-memory", "lots"], "argument --node-memory: 'lots' is not a memory size like 512m or 2g"),
         (["--node-pids", "8"], "--node-pids must be between 32 and 100000 processes and threads per node container"),
+        (["--client-binding", "sticky"], "argument --client-binding: invalid choice: 'sticky'"),
     ],
 )
 def test_bad_run_arguments_exit_254_and_say_what_is_valid(capsys, tmp_path, argv, expected) -> None:
@@ -128,6 +131,8 @@ def test_help_exits_zero_and_shows_the_chosen_dbs_options(capsys) -> None:
     code, output = _run(capsys, "run", "--db", "cluster", "--help")
     assert code == 0 and "options of the cluster DB" in output and "--mode" in output
     assert "mode (str; default blazingmq; one of blazingmq, raft" in output
+    flat = " ".join(re.sub(r"-\n\s+", "-", output).split())  # argparse wraps lines after a hyphen
+    assert all(name in flat for name in nemesis_names()) and "--client-binding {leader,node}" in flat
 
 
 def test_the_stored_command_parses_back_to_the_same_spec() -> None:
@@ -136,7 +141,7 @@ def test_the_stored_command_parses_back_to_the_same_spec() -> None:
         concurrency=4, store="/tmp/s", rate=None, nemesis_interval=2.5, op_timeout=1.0, image="mine:1",
         db_options={"mode": "raft", "bug": ["ack-before-commit", "no-dedup"],
                     "core": {"scouting": False, "leader_quorum_timeout": 0}},
-        node_memory="2g", node_pids=256,
+        node_memory="2g", node_pids=256, client_binding="node",
     )
     comp = compose(spec)
     command = comp.command()
@@ -144,7 +149,7 @@ def test_the_stored_command_parses_back_to_the_same_spec() -> None:
     # the shortcut flags the adapter declares.
     assert " --mode raft --bug ack-before-commit --bug no-dedup --core leader_quorum_timeout=0 --core scouting=false" in command
     assert command.endswith(" --rate 0 --nemesis-interval 2.5 --op-timeout 1 --store /tmp/s --image mine:1"
-                            " --node-memory 2g --node-pids 256")
+                            " --client-binding node --node-memory 2g --node-pids 256")
     argv = shlex.split(command)
     assert argv[:2] == ["harness", "run"]
     plugin = load_plugin("cluster")
@@ -226,6 +231,8 @@ def test_a_stored_spec_with_unknown_fields_is_refused(tmp_path) -> None:
         ({"seed": 1, "db": "cluster", "nemesis": "kill"}, "nemesis must be a list of names, not 'kill'"),
         ({"seed": 1, "db": "cluster", "db_options": [1]}, "db_options must be an object, not [1]"),
         ({"seed": 1, "db": "cluster", "platform": 3}, "--platform must be a non-empty name, not 3"),
+        ({"seed": 1, "db": "cluster", "client_binding": "sticky"},
+         "--client-binding must be one of leader, node, not 'sticky'"),
     ],
 )
 def test_a_stored_spec_is_checked_field_by_field(spec, expected) -> None:
@@ -253,3 +260,4 @@ def test_a_spec_of_the_first_format_reads_as_the_cluster_dbs_options() -> None:
     assert spec.db_options == {"mode": "raft", "bug": ["vote-twice"],
                                "core": {"scouting": False, "leader_quorum_timeout": 0}}
     assert compose(spec).test_name == "cluster-raft-bug-vote-twice-register-partition"
+    assert spec.client_binding == "leader"  # stored before the binding existed: what those runs did

@@ -381,3 +381,28 @@ def test_cluster_view_leader_and_recovery() -> None:
     assert view.leader() == (None, None)
     view.observe("n2", {"role": "follower", "term": 3, "leader": "n3"})
     assert view.leader() == ("n3", 3)
+
+
+def test_node_binding_keeps_each_worker_at_its_node_across_retired_processes(tmp_path) -> None:
+    config = InterpreterConfig(concurrency=4, time_limit=3.0, op_timeout=2.0, client_binding="node")
+
+    def prepare(cluster: FakeCluster) -> None:
+        cluster.hang_values = {4}  # process 0's fifth operation: the worker of slot 0 goes on as a new process
+
+    history, _, cluster, _ = _run(tmp_path, config=config, prepare=prepare)
+    chaos = [op for op in history.ops if op.f != "status" and op.call < 3 * SECOND]
+    # Slot s sends every operation to node s mod 3 first, and the invoke records it.
+    assert all(op.node == NODES[op.process % 4 % 3] for op in chaos if op.process < 4)
+    replacement = [op for op in chaos if op.process == config.concurrency + len(NODES)]
+    assert replacement and {op.node for op in replacement} == {"n1"}
+    assert all(op.node is not None for op in cluster.invoked)
+
+
+def test_leader_binding_leaves_the_node_to_the_client_and_a_bad_binding_is_named(tmp_path) -> None:
+    history, _, cluster, _ = _run(tmp_path, config=InterpreterConfig(concurrency=2, time_limit=1.0))
+    chaos = [op for op in history.ops if op.f != "status" and op.call < SECOND]
+    # Only the final phase's operations name a node; the chaos phase's leave it to the client.
+    assert chaos and [op.node for op in cluster.invoked[:len(chaos)]] == [None] * len(chaos)
+    assert {op.node for op in cluster.invoked[len(chaos):]} == set(NODES)
+    with pytest.raises(ValueError, match="unknown client binding 'sticky'; valid: leader, node"):
+        InterpreterConfig(concurrency=1, time_limit=1.0, client_binding="sticky")

@@ -481,6 +481,29 @@ def test_a_suite_without_a_db_or_with_an_unknown_one_is_one_sentence() -> None:
         parse("[[matrix]]\nworkloads=['register']", db="nosuchdb")
 
 
+def test_the_client_binding_reaches_both_platforms_and_the_reproduce_command() -> None:
+    from harness.suite import case_command, test_spec
+
+    text = """
+        [suite]
+        client_binding = "node"
+        [[matrix]]
+        modes = ["raft"]
+        workloads = ["register"]
+        seeds = [5]
+        [[matrix]]
+        modes = ["raft"]
+        workloads = ["register"]
+        seeds = [5]
+        platform = "sim"
+        """
+    real, simulated = parse(text, db="cluster").cases
+    assert test_spec(real, "store").client_binding == "node"
+    assert test_spec(simulated, "store").client_binding == "node"
+    assert " --seed 5 --client-binding node" in case_command(real, "store")
+    assert case_command(simulated, "store").endswith(" --seed 5 --platform sim --client-binding node")
+
+
 def test_a_simulated_case_is_composed_by_the_simulator() -> None:
     from harness.suite import compose_case
 

@@ -1,0 +1,88 @@
+"""The election storms and the client binding on the simulator (issue 15).
+
+* every storm's schedule is the container runs' for the same seed and options;
+* each storm makes the elections it exists for, counted from the journals as the report counts them,
+  and a bug-free run under it stays valid;
+* with ``client_binding = "node"`` every worker's operations go to its slot's node first, in every
+  process the slot runs, the replay command says so, and the run replays byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.report.clocks import align, clock_offsets
+from harness.report.data import load_run
+from harness.report.timeline import count_elections, journal_roles
+from harness.compose import compose
+from harness.sim.run import simulate
+from harness.spec import TestSpec
+from nemesis.generator import STORMS
+
+NODES = ("n1", "n2", "n3", "n4", "n5")
+
+
+def _elections(run_dir: Path) -> tuple[int, int]:
+    run = load_run(run_dir)
+    alignment = align(run.test, run.journals, run.status, clock_offsets(run.nemesis, run.nodes))
+    elections = count_elections(journal_roles(run.journals, alignment, run.end_ns), 30 * 1_000_000_000)
+    return elections.won, elections.unwon
+
+
+@pytest.mark.parametrize("mode", ["blazingmq", "fluvio"])
+def test_storm_schedules_are_the_container_runs_schedules(mode: str) -> None:
+    for seed in (1, 7):
+        container = compose(TestSpec(seed=seed, db="cluster", db_options={"mode": mode}, nemesis=STORMS))
+        sim = compose(TestSpec(seed=seed, db="cluster", db_options={"mode": mode}, nemesis=STORMS, platform="sim"))
+        assert sim.schedule() == container.schedule(), (mode, seed)
+
+
+# (storm, node settings, terms started at least, in the first 30 s of seed 1: won or not; seed 1 has
+# 12, 6, 20 and 19). The single-fault packages at their default pace start two (docs/nemesis.md, "Election
+# storms"). ElectionScouting keeps a ring from deposing a leader that a majority still hears, so the ring
+# storm is measured without it; slow-net's terms are mostly ballots that fail (17 of its 19).
+STORM_ELECTIONS = [
+    ("leader-churn", {}, 8),
+    ("timeout-storm", {}, 4),
+    ("ring-storm", {"scouting": False}, 12),
+    ("slow-net", {"scouting": False}, 10),
+]
+
+
+@pytest.mark.parametrize(("storm", "core", "at_least"), STORM_ELECTIONS)
+def test_each_storm_makes_elections_and_a_bug_free_run_stays_valid(storm: str, core: dict, at_least: int,
+                                                                   tmp_path: Path) -> None:
+    spec = TestSpec(seed=1, db="cluster", db_options={"core": core}, nemesis=(storm,), time_limit=30.0,
+                    store=str(tmp_path))
+    result = simulate(spec, tmp_path / "run")
+    assert result.valid is True, result.failed_checkers
+    won, unwon = _elections(result.run_dir)
+    assert won + unwon >= at_least, f"{storm}: {won} elections and {unwon} terms without a leader in 30 s"
+
+
+def test_single_faults_at_their_pace_make_few_elections(tmp_path: Path) -> None:
+    spec = TestSpec(seed=1, db="cluster", nemesis=("partition", "kill", "pause", "clock"), time_limit=30.0,
+                    store=str(tmp_path))
+    won, unwon = _elections(simulate(spec, tmp_path / "run").run_dir)
+    assert won + unwon <= 3
+
+
+def test_node_binding_keeps_every_slot_at_its_node_and_replays(tmp_path: Path) -> None:
+    spec = TestSpec(seed=3, db="cluster", nemesis=("leader-churn",), time_limit=20.0, client_binding="node",
+                    store=str(tmp_path), platform="sim")
+    assert compose(spec).command().endswith(" --client-binding node")
+    assert TestSpec.from_json(spec.to_json()) == spec
+    result = simulate(spec, tmp_path / "run")
+    invokes = [json.loads(line) for line in (result.run_dir / "history.jsonl").read_text().splitlines()]
+    invokes = [e for e in invokes if e["type"] == "invoke" and isinstance(e["process"], int)
+               and e["f"] != "status" and not e.get("final")]
+    for slot, ops in result.scripts.items():
+        assert {op.node for op in ops} == {NODES[slot % 5]}
+    # Workers 0..9 and their replacements: every chaos-phase invoke names the node it was sent to first.
+    assert invokes and all(e.get("node") in NODES for e in invokes)
+    assert {e["node"] for e in invokes if e["process"] < 10} == set(NODES)
+    again = simulate(spec, tmp_path / "again")
+    assert again.digest == result.digest
