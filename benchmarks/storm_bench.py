@@ -113,8 +113,9 @@ def detect(args: argparse.Namespace) -> None:
             invalid = [o.seed for o in found.outcomes if o.valid is False]
             unknown = [o.seed for o in found.outcomes if o.valid not in (True, False)]
             shown = f"{len(caught) if checker else '-'}/{len(found.outcomes)}"
+            unknown_seeds = f"  unknown: {','.join(map(str, unknown[:8]))}" if unknown else ""
             print(f"{args.bug:22} {mode:10} {nemesis:40} {shown:>7} {len(invalid):>7} {len(unknown):>7}  "
-                  f"{','.join(map(str, invalid[:8]))}", flush=True)
+                  f"{','.join(map(str, invalid[:8]))}{unknown_seeds}", flush=True)
 
 
 def runs(args: argparse.Namespace) -> None:

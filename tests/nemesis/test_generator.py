@@ -364,6 +364,8 @@ def test_options_are_validated() -> None:
         NemesisOptions(storm_delays_ms=())
     with pytest.raises(ValueError, match="storm loss probabilities"):
         NemesisOptions(storm_loss_probabilities=(2.0,))
+    with pytest.raises(ValueError, match="storm pause targets must be all or followers"):
+        NemesisOptions(storm_pause_targets=("one",))
     with pytest.raises(ValueError, match="pace hold"):
         Pace(hold=(2.0, 1.0), gap=(0.1, 0.2))
 
