@@ -120,6 +120,9 @@ def detect(args: argparse.Namespace) -> None:
 
 def runs(args: argparse.Namespace) -> None:
     for path in args.run_dirs:
+        if not (Path(path) / "test.json").is_file():
+            print(f"{path}: not a stored run (no test.json), skipped")
+            continue
         elections, valid = elections_of(Path(path))
         print(f"{path}: {elections.won} elections in {elections.seconds:g} s ({elections.per_minute:.1f} per minute), "
               f"{elections.unwon} terms without a leader, valid {valid}")

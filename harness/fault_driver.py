@@ -74,6 +74,7 @@ def real_fault_driver(
         clocks=ShellClocks(remotes, faketime) if faketime is not None else None,
         processes=processes,
         rng=rng,
+        members=deployment.nodes,
     )
 
 

@@ -124,8 +124,9 @@ class FaultDriver:
     """Applies faults through a :class:`Net`, :class:`Clocks` and :class:`Processes` (module docstring).
 
     ``nodes`` are the fault targets in their order (the data nodes, then what the DB runs "killable and
-    partitionable like a node"); ``rng`` resolves random symbolic targets written by hand (the generator
-    resolves its own). A protocol may be ``None`` when the platform cannot do it: its faults are then
+    partitionable like a node"); ``members`` the nodes that lead or follow (default ``nodes``: a fluvio
+    controller is a fault target but nobody's follower, so ``followers`` spares it); ``rng`` resolves
+    random symbolic targets written by hand (the generator resolves its own). A protocol may be ``None`` when the platform cannot do it: its faults are then
     recorded as not applied, with the reason.
     """
 
@@ -137,8 +138,10 @@ class FaultDriver:
         clocks: Clocks | None,
         processes: Processes | None,
         rng: random.Random | None = None,
+        members: Sequence[str] | None = None,
     ) -> None:
         self.nodes = tuple(nodes)
+        self.members = tuple(members) if members is not None else self.nodes
         self.net = net
         self.clocks = clocks
         self.processes = processes
@@ -165,7 +168,7 @@ class FaultDriver:
         return outcome
 
     def _targets(self, fault: Any, leader: str | None) -> tuple[str, ...]:
-        return resolve_targets(fault.targets, self.nodes, leader, self.rng)
+        return resolve_targets(fault.targets, self.nodes, leader, self.rng, members=self.members)
 
     def _dispatch(self, fault: Fault, leader: str | None) -> Outcome:
         if isinstance(fault, Partition | Heal | Loss | HealLoss | Latency | HealLatency):

@@ -490,16 +490,24 @@ def draw_targets(spec: str, nodes: Sequence[str], rng: random.Random) -> tuple[s
 
 
 def resolve_targets(
-    targets: Targets, nodes: Sequence[str], leader: str | None, rng: random.Random | None = None
+    targets: Targets,
+    nodes: Sequence[str],
+    leader: str | None,
+    rng: random.Random | None = None,
+    *,
+    members: Sequence[str] | None = None,
 ) -> tuple[str, ...]:
     """The nodes a fault hits now. Named nodes stay as they are; ``leader`` becomes the current leader and
-    ``followers`` every other node (both raise :class:`UnresolvableTarget` when no leader is known);
-    ``all`` every node; the random specs are drawn from ``rng`` (required for them)."""
+    ``followers`` every other member (``members``: the nodes that lead or follow, by default ``nodes``;
+    a fluvio controller is a fault target but nobody's follower); both raise :class:`UnresolvableTarget`
+    when no leader is known. ``all`` is every node; the random specs are drawn from ``rng`` (required
+    for them)."""
     if not isinstance(targets, str):
         return tuple(targets)
     if targets == "followers":
         (current,) = resolve_targets("leader", nodes, leader)
-        return tuple(n for n in nodes if n != current)
+        followers = members if members is not None else nodes
+        return tuple(n for n in followers if n != current and n in nodes)
     if targets == "leader":
         if leader is None:
             raise UnresolvableTarget("no leader is known, so there is no leader to target")

@@ -51,7 +51,8 @@ class SimPlatform:
         nemesis = None
         if comp.packages:
             nemesis = FaultDriver(system.fault_targets, net=system.net, clocks=system.clocks,
-                                  processes=system.processes, rng=rng_for(comp.spec.seed, "nemesis-runtime"))
+                                  processes=system.processes, rng=rng_for(comp.spec.seed, "nemesis-runtime"),
+                                  members=system.nodes)
         spec = comp.spec
         world = system.world
 

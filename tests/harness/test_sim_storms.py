@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.compose import compose
 from harness.report.clocks import align, clock_offsets
 from harness.report.data import load_run
 from harness.report.timeline import count_elections, journal_roles
-from harness.compose import compose
 from harness.sim.run import simulate
 from harness.spec import TestSpec
 from nemesis.generator import STORMS
@@ -86,3 +86,19 @@ def test_node_binding_keeps_every_slot_at_its_node_and_replays(tmp_path: Path) -
     assert {e["node"] for e in invokes if e["process"] < 10} == set(NODES)
     again = simulate(spec, tmp_path / "again")
     assert again.digest == result.digest
+
+
+def test_pausing_the_followers_spares_the_fluvio_controller(tmp_path: Path) -> None:
+    spec = TestSpec(seed=5, db="cluster", db_options={"mode": "fluvio"}, nodes=3, nemesis=("timeout-storm",),
+                    time_limit=20.0, store=str(tmp_path), platform="sim")
+    result = simulate(spec, tmp_path / "run")
+    events = [json.loads(line) for line in (result.run_dir / "history.jsonl").read_text().splitlines()]
+    nemesis = [e for e in events if e["process"] == "nemesis"]
+    # The nemesis has one fault outstanding at a time: each completion follows its invoke.
+    pauses = [(invoke["value"], done) for invoke, done in zip(nemesis[::2], nemesis[1::2], strict=True)
+              if invoke["f"] == "pause"]
+    # A pause of the followers hits the data nodes but the leader; the controller `sc` is nobody's follower.
+    followers = [done["value"]["nodes"] for asked, done in pauses if asked == {"targets": "followers"} and done["type"] == "ok"]
+    assert followers and all("sc" not in nodes and 0 < len(nodes) < 3 for nodes in followers)
+    everyone = [done["value"]["nodes"] for asked, done in pauses if asked == {"targets": "all"} and done["type"] == "ok"]
+    assert everyone and all("sc" in nodes for nodes in everyone)

@@ -120,6 +120,18 @@ def test_leader_targets_are_resolved_to_the_leader_the_caller_saw() -> None:
     assert calls.calls[-1] == ("bump", {"n1": -30.0})
 
 
+def test_followers_are_the_members_but_the_leader_and_never_a_target_that_is_no_member() -> None:
+    calls = Calls()
+    d = FaultDriver((*NODES, "sc"), net=calls, clocks=calls, processes=calls, members=NODES)
+    assert d.apply(Pause("followers"), None).error == "no leader is known, so there is no leader to target"
+    d.apply(Pause("followers"), "n2")
+    d.apply(Pause("all"), "n2")
+    assert calls.calls == [("pause", ("n1", "n3")), ("pause", ("n1", "n2", "n3", "sc"))]
+    plain, plain_calls = driver()
+    plain.apply(Pause("followers"), "n3")
+    assert plain_calls.calls == [("pause", ("n1", "n2"))]  # without members: every target but the leader
+
+
 def test_a_platform_without_clocks_records_clock_faults_as_not_applied() -> None:
     d, _ = driver(clocks=False)
     outcome = d.apply(ClockBump({"n1": 1.0}), None)

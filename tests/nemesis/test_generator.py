@@ -168,6 +168,10 @@ def test_timeout_storm_pauses_everyone_or_every_follower_and_resumes_all() -> No
     drawn = {e.fault for seed in range(10) for e in schedule(seed, "timeout-storm", time_limit=60.0)}
     assert drawn == {fx.Pause("all"), fx.Pause("followers"), fx.Resume("all")}
     assert fx.resolve_targets("followers", FIVE, "n2") == ("n1", "n3", "n4", "n5")
+    # A fluvio controller is a fault target but no follower: the members that lead or follow say who is.
+    with_sc = (*FIVE, "sc")
+    assert fx.resolve_targets("followers", with_sc, "n2", members=FIVE) == ("n1", "n3", "n4", "n5")
+    assert fx.resolve_targets("followers", with_sc, "n2") == ("n1", "n3", "n4", "n5", "sc")
     with pytest.raises(fx.UnresolvableTarget):
         fx.resolve_targets("followers", FIVE, None)
     with pytest.raises(ValueError, match="known only at run time"):
