@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,11 +88,13 @@ def test_the_bugs_suite_fits_its_ci_budget() -> None:
 
 def test_the_nightly_bugs_suite_runs_every_bug_in_every_mode_it_applies_to() -> None:
     suite = load_suite(ALL_MODES_SUITE)
-    bug_runs = {(mode(c), bugs(c)[0]) for c in suite.cases if c.expect == "invalid" and len(bugs(c)) == 1}
+    bug_runs = Counter((mode(c), bugs(c)[0]) for c in suite.cases if c.expect == "invalid" and len(bugs(c)) == 1)
     wanted = {(each, bug) for bug, known in KNOWN_BUGS.items() for each in known.modes if each in ELECTIONS}
-    assert not wanted - bug_runs, f"suites/bugs-all-modes.toml misses {sorted(wanted - bug_runs)}"
-    controls = {mode(c) for c in suite.cases if c.expect == "valid" and not bugs(c)}
-    assert controls == set(ELECTIONS)
+    assert not wanted - set(bug_runs), f"suites/bugs-all-modes.toml misses {sorted(wanted - set(bug_runs))}"
+    # The detection target is measured: 8 of 10 fresh runs per pair, every control of a mode valid in 20.
+    assert {pair: n for pair, n in bug_runs.items() if n < 10} == {}
+    controls = Counter(mode(c) for c in suite.cases if c.expect == "valid" and not bugs(c))
+    assert set(controls) == set(ELECTIONS) and min(controls.values()) >= 20
 
 
 # --- reading what a suite left behind --------------------------------------------------------------------
