@@ -38,11 +38,34 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.db.plugin import load_plugin  # noqa: E402
 from harness.report.clocks import align, clock_offsets  # noqa: E402
 from harness.report.data import load_run  # noqa: E402
 from harness.report.timeline import Elections, count_elections, journal_roles  # noqa: E402
 from harness.sim.explore import explore, parse_seeds  # noqa: E402
-from harness.sim.run import SimSpec, checker_for_bug, sim_bugs, sim_modes, simulate, workload_for_bug  # noqa: E402
+from harness.sim.run import checker_for_bug, known_bugs, simulate, workload_for_bug  # noqa: E402
+from harness.spec import TestSpec  # noqa: E402
+
+DB = "cluster"
+"""The DB whose known bugs and election modes are measured: the bundled one."""
+
+
+def _modes() -> list[str]:
+    """Every election mode the DB's ``mode`` option allows."""
+    (mode,) = (option for option in load_plugin(DB).options if option.name == "mode")
+    return [str(choice) for choice in mode.choices]
+
+
+def _spec(*, seed: int, mode: str, nemesis: str, core: dict[str, Any], bugs: tuple[str, ...] = (),
+          **fields: Any) -> TestSpec:
+    """A simulated test of the bundled DB in ``mode`` under the comma-separated ``nemesis`` packages."""
+    options: dict[str, Any] = {"mode": mode}
+    if bugs:
+        options["bug"] = list(bugs)
+    if core:
+        options["core"] = dict(core)
+    return TestSpec(seed=seed, db=DB, db_options=options, nemesis=tuple(nemesis.split(",")), platform="sim",
+                    **fields)
 
 
 def elections_of(run_dir: Path) -> tuple[Elections, Any]:
@@ -58,8 +81,8 @@ def elections_of(run_dir: Path) -> tuple[Elections, Any]:
 
 def _simulate_one(job: tuple[str, str, int, float, float, float, dict[str, Any], str]) -> dict[str, Any]:
     nemesis, mode, seed, time_limit, rate, interval, core, scratch = job
-    spec = SimSpec(seed=seed, mode=mode, nemesis=tuple(nemesis.split(",")), time_limit=time_limit, rate=rate,
-                   nemesis_interval=interval, core=core, store=scratch)
+    spec = _spec(seed=seed, mode=mode, nemesis=nemesis, core=core, time_limit=time_limit, rate=rate,
+                 nemesis_interval=interval, store=scratch)
     directory = Path(tempfile.mkdtemp(prefix=f"{mode}-{seed}-", dir=scratch))
     try:
         result = simulate(spec, directory / "run")
@@ -98,16 +121,16 @@ def sim(args: argparse.Namespace) -> None:
 def detect(args: argparse.Namespace) -> None:
     seeds = parse_seeds(args.seeds)
     bugs = () if args.bug == "none" else (args.bug,)
-    modes = args.modes.split(",") if args.modes else list(sim_bugs()[args.bug].modes if bugs else sim_modes())
-    checker = checker_for_bug(args.bug) if bugs else None
+    modes = args.modes.split(",") if args.modes else list(known_bugs(DB)[args.bug]["modes"] if bugs else _modes())
+    checker = checker_for_bug(DB, args.bug) if bugs else None
     core = {name: json.loads(value) for name, _, value in (c.partition("=") for c in args.core)}
     print(f"{'bug':22} {'mode':10} {'nemesis':40} {'caught':>7} {'invalid':>7} {'unknown':>7}  first invalid seeds")
     for nemesis in args.nemesis:
         for mode in modes:
-            spec = SimSpec(seed=seeds[0], mode=mode, bugs=bugs, workload=args.workload or workload_for_bug(args.bug),
-                           nemesis=tuple(nemesis.split(",")), time_limit=args.time_limit, rate=args.rate,
-                           op_timeout=args.op_timeout, nemesis_interval=args.interval, core=core,
-                           store=args.store, **({"client_binding": args.client_binding} if args.client_binding else {}))
+            spec = _spec(seed=seeds[0], mode=mode, nemesis=nemesis, core=core, bugs=bugs,
+                         workload=args.workload or (workload_for_bug(DB, args.bug) if bugs else "register"),
+                         time_limit=args.time_limit, rate=args.rate, op_timeout=args.op_timeout,
+                         nemesis_interval=args.interval, store=args.store, client_binding=args.client_binding)
             found = explore(spec, seeds, jobs=args.jobs, keep_going=True)
             caught = [o.seed for o in found.outcomes if checker in o.failed] if checker else []
             invalid = [o.seed for o in found.outcomes if o.valid is False]
@@ -154,7 +177,7 @@ def main() -> int:
     detection.add_argument("--rate", type=float, default=10.0, help="ops/s per process (default 10, harness run's)")
     detection.add_argument("--op-timeout", type=float, default=5.0)
     detection.add_argument("--interval", type=float, default=10.0, help="--nemesis-interval (default 10)")
-    detection.add_argument("--client-binding", default=None)
+    detection.add_argument("--client-binding", choices=("leader", "node"), default="leader")
     detection.add_argument("--jobs", type=int, default=2)
     detection.add_argument("--store", default="store/storm-bench")
     detection.add_argument("--core", action="append", default=[], metavar="NAME=JSON")
