@@ -628,7 +628,11 @@ def suite_record(
 def judge(
     cases: Sequence[Case], runs: Sequence[CaseRun], verdicts: Mapping[Path, tuple[Valid, dict[str, str]]]
 ) -> list[CaseOutcome]:
-    """Each case's outcome from the analysis verdicts by run directory (a crash is unknown)."""
+    """Each case's outcome from the analysis verdicts by run directory (a crash is unknown).
+
+    A run that crashed or was interrupted names its cause first, as ``harness``, ahead of what the
+    checkers said about the little it recorded (a run that crashed before its first operation has no
+    history, and "history.jsonl: no such file" is a consequence, not the cause)."""
     outcomes = []
     for case, run in zip(cases, runs, strict=True):
         found = verdicts.get(Path(run.run_dir).resolve()) if run.run_dir else None
@@ -637,8 +641,10 @@ def judge(
             outcomes.append(CaseOutcome(case, run, UNKNOWN, {"harness": reason}))
             continue
         valid, failed = found
-        if run.error and valid is True:
-            valid = UNKNOWN
+        if run.error:
+            failed = {"harness": run.error, **{k: v for k, v in failed.items() if k != "harness"}}
+            if valid is True:
+                valid = UNKNOWN
         outcomes.append(CaseOutcome(case, run, valid, failed))
     return outcomes
 
@@ -769,7 +775,7 @@ def junit_document(
             )
             element.text = _xml_text(_failure_text(outcome, store))
         elif status == "error":
-            kind = "crashed" if outcome.run.error and outcome.run.run_dir is None else UNKNOWN
+            kind = "crashed" if outcome.run.error else UNKNOWN
             reasons = "; ".join(f"{k}: {v}" for k, v in outcome.failed_checkers.items()) or "could not decide"
             element = ElementTree.SubElement(
                 testcase, "error", {"message": _xml_text(f"{kind}: {reasons}"[:500]), "type": kind}

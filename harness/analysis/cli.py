@@ -224,6 +224,25 @@ def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int
         return EXIT_BAD_CONFIG
 
 
+def print_suite(result: Any, console: Console) -> None:
+    """One line per case of a finished suite (a :class:`harness.suite.SuiteResult`): its expectation,
+    verdict, status and the first thing that went wrong (a crashed run's cause comes first)."""
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("run", "expect", "verdict", "status", "what failed"):
+        table.add_column(column)
+    for outcome in result.outcomes:
+        status_style = {"passed": "green", "failed": "bold red", "error": "yellow"}[outcome.status]
+        first = next(iter(outcome.failed_checkers.items()), None)
+        table.add_row(
+            outcome.case.name,
+            outcome.case.expect,
+            _verdict(outcome.valid),
+            Text(outcome.status, style=status_style),
+            Text("" if first is None else f"{first[0]}: {first[1]}"),
+        )
+    console.print(table)
+
+
 def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
     """``harness suite``: returns the exit code; a bad suite file is one sentence on ``err`` and 254."""
     from harness.suite import SuiteError, dumps_case_list, load_suite, run_suite, with_store
@@ -250,20 +269,7 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
 
     result = run_suite(suite, analyse=analyse, progress=progress)
     progress.close()
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("run", "expect", "verdict", "status", "what failed"):
-        table.add_column(column)
-    for outcome in result.outcomes:
-        status_style = {"passed": "green", "failed": "bold red", "error": "yellow"}[outcome.status]
-        first = next(iter(outcome.failed_checkers.items()), None)
-        table.add_row(
-            outcome.case.name,
-            outcome.case.expect,
-            _verdict(outcome.valid),
-            Text(outcome.status, style=status_style),
-            Text("" if first is None else f"{first[0]}: {first[1]}"),
-        )
-    console.print(table)
+    print_suite(result, console)
     counts = result.counts()
     junit = result.directory / "junit.xml"
     if args.junit:

@@ -277,6 +277,30 @@ def test_a_run_that_crashed_or_left_nothing_is_unknown() -> None:
     assert outcomes[0].failed_checkers == {"harness": "RuntimeError: engine gone"}
 
 
+def test_a_crashed_run_shows_its_cause_not_the_missing_history(tmp_path: Path) -> None:
+    """A run that crashed before its first operation is stored without a history; the analysis can only
+    say "history.jsonl: no such file". The console and JUnit name the crash first."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from harness.analysis.cli import print_suite
+
+    cause = "PlatformError: cannot create the network chaos-1a2b-net (pool overlaps)"
+    missing = "linearizable cannot check this run: history.jsonl: no such file"
+    c = case(0)
+    runs = [CaseRun(Path("/s/t/0"), "harness run --seed 0", error=cause)]
+    outcomes = judge([c], runs, {Path("/s/t/0").resolve(): (UNKNOWN, {"linearizable": missing})})
+    assert list(outcomes[0].failed_checkers.items()) == [("harness", cause), ("linearizable", missing)]
+    error = ElementTree.fromstring(junit_text(outcomes).encode("utf-8")).find("./testsuite/testcase/error")
+    assert error is not None and error.get("type") == "crashed"
+    assert error.get("message", "").startswith(f"crashed: harness: {cause}")
+    assert (error.text or "").startswith(f"harness: {cause}")
+    out = StringIO()
+    print_suite(SuiteResult(tmp_path, outcomes), Console(file=out, width=400))
+    assert f"harness: {cause}" in out.getvalue()
+
+
 # --- JUnit XML ------------------------------------------------------------------------------------
 
 
