@@ -7,11 +7,11 @@ is ``unknown``, never a pass). Two placements:
 
 * **Run-level** (``single-leader-per-term``, ``lsn-monotonicity``, ``durability``): inside the ingestion
   task of the run (:func:`run_level_checks`), on the history and journals that task just parsed.
-* **Linearizability, per run and key**: a later stage groups the ``operations`` rows by (test, run,
-  key) and checks each group in its own task (:func:`linearizability_task`, ``applyInArrow``). This is
-  exact: linearizability is P-compositional (each key is an independent object, Horn & Kroening 2015),
-  which the checker itself exploits; running keys as separate Spark tasks spreads one big run over every
-  core. :func:`merge_linearizability` folds the per-key verdicts back into the run's one verdict.
+* **Linearizability, per run and key** (:func:`check_key`, each key with its own budget): in the
+  ingestion task, or for a big run in a second task over the same history, so that one big run keeps
+  two cores busy (:mod:`harness.analysis.ingest`). Checking key by key is exact: linearizability is
+  P-compositional (each key is an independent object, Horn & Kroening 2015), which the checker itself
+  exploits. :func:`merge_linearizability` folds the per-key verdicts back into the run's one verdict.
 
 Malformed input never yields ``true``: a checker whose input could not be read entirely is ``unknown``
 naming the file and line, unless what could be read already shows an anomaly (``false`` stands, since
@@ -21,9 +21,8 @@ the evidence is real).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from checkers.history import NEMESIS, History, JournalEvent, Operation
@@ -31,8 +30,6 @@ from checkers.leader import STATUS
 from checkers.registry import CHECKERS, MODEL_NAMES, CheckInput, applicable, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, worst
 from harness.analysis.dataset import valid_text, valid_value
-from harness.lifecycle import stop_of
-from harness.store import HISTORY
 
 LINEARIZABLE = "linearizable"
 # Checkers that read the journals when there are any, and so cannot pass on a partial set of them.
@@ -300,46 +297,6 @@ def check_key(
     }
 
 
-def linearizability_task(
-    models: Mapping[tuple[str, str], str], timeout_s: float | None = None, max_states: int | None = None
-) -> Callable[[Any], Any]:
-    """The ``applyInArrow`` function over one (test, run, key) group of ``operations`` rows."""
-
-    def task(table: Any) -> Any:
-        import pyarrow as pa
-
-        rows = table.to_pylist()
-        first = rows[0]
-        test, run = first["test"], first["run"]
-        try:
-            result = check_key(
-                test,
-                run,
-                first["key_json"],
-                (operation_from_row(r) for r in rows),
-                models[(test, run)],
-                timeout_s=timeout_s,
-                max_states=max_states,
-            )
-        except Exception as exc:  # noqa: BLE001 - a key the task cannot check is unknown, not a failed job
-            verdict = Verdict(
-                UNKNOWN, f"linearizable could not check key {first['key_json']}: {type(exc).__name__}: {exc}"
-            )
-            result = {**verdict_row(test, run, LINEARIZABLE, verdict), "key_json": first["key_json"]}
-            result["first_id"] = min(r["id"] for r in rows)
-            del result["checker"]
-        return pa.Table.from_pylist([result], schema=_lin_schema())
-
-    return task
-
-
-def _lin_schema() -> Any:
-    import pyarrow as pa
-
-    kinds = {"string": pa.string(), "long": pa.int64()}
-    return pa.schema([(name, kinds[kind]) for name, kind in LIN_COLUMNS.items()])
-
-
 def merge_linearizability(model: str, keys: Sequence[Mapping[str, Any]]) -> Verdict:
     """The run's linearizability verdict from its per-key rows (``false`` beats ``unknown`` beats
     ``true``); the reported key is the first in invoke order, as the checker itself would report it."""
@@ -395,7 +352,9 @@ def results_document(
     if (input_errors or carried.get("error")) and valid is True:
         valid = UNKNOWN
     spec = json.loads(run_row["spec_json"]) if run_row.get("spec_json") else {}
-    stop = stop_of(spec, Path(run_row["path"]) / HISTORY) if spec and run_row.get("path") else None
+    # How the run stopped short, as the ingestion task read it from test.json and the history (it has the
+    # history's bytes, wherever the store is: harness.lifecycle.stop_of).
+    stop = run_row.get("interrupted")
     if stop is not None and valid is True:
         valid = UNKNOWN  # a run cut short is never valid (harness.lifecycle)
     document: dict[str, Any] = {
@@ -418,5 +377,5 @@ def results_document(
         document["input_errors"] = [dict(e) for e in input_errors]
     document.update(carried)
     if stop is not None:
-        document["interrupted"] = stop.to_json()
+        document["interrupted"] = dict(stop)
     return document
