@@ -511,15 +511,19 @@ def run_case(case: Case, store: str) -> CaseRun:
     """Run one case through the controller: the only place a suite calls ``harness.run``.
 
     A crash of the controller, or a test it refuses, is recorded on the case (``error``), never raised:
-    the suite goes on with the next case.
+    the suite goes on with the next case. While a container run is under way its live counters are
+    :data:`_live_stats` (what the parallel view shows).
     """
+    from harness.interpreter import RunStats
     from harness.run import run
 
+    global _live_stats
     started = time.monotonic()
     spec = test_spec(case, store)
     command = case_command(case, store)
     try:
-        result = run(spec)
+        _live_stats = RunStats()
+        result = run(spec, stats=_live_stats)
     except Exception as exc:  # noqa: BLE001 - one broken run must not end the night
         return CaseRun(
             run_dir=None,
@@ -527,6 +531,8 @@ def run_case(case: Case, store: str) -> CaseRun:
             error=f"{type(exc).__name__}: {exc}",
             seconds=time.monotonic() - started,
         )
+    finally:
+        _live_stats = None
     return CaseRun(
         run_dir=result.run_dir,
         command=command,
@@ -534,6 +540,172 @@ def run_case(case: Case, store: str) -> CaseRun:
         seconds=time.monotonic() - started,
         interrupted=getattr(result, "interrupted", False),
     )
+
+
+# The counters of the container run under way in this process (None between runs, and for simulated ones).
+_live_stats: Any = None
+
+
+def live_line(stats: Any, clock: Callable[[], float] = time.monotonic) -> str:
+    """One line of a running case's counters (``harness.interpreter.RunStats``) for the parallel view."""
+    if stats is None:
+        return "simulating"
+    elapsed = 0.0 if stats.started_at is None else max(clock() - stats.started_at, 0.0)
+    done = stats.completed
+    leader = f"leader {stats.leader} term {stats.term}" if stats.leader else "no leader known"
+    faults = ", ".join(stats.active_faults) or "none"
+    return (
+        f"{stats.phase} {elapsed:.0f} s: {stats.invoked} ops (ok {done['ok']}, fail {done['fail']}, "
+        f"info {done['info']}), {leader}, faults {faults}"
+    )
+
+
+# --- running cases in parallel -------------------------------------------------------------------------
+#
+# Each case runs in a process of its own (spawned: a fresh interpreter, nothing inherited from the
+# suite's threads), so runs share nothing: their own asyncio loop, logging into their own harness.log,
+# signal handlers, Docker network (Docker assigns each a free subnet) and containers. A child reports
+# "started", its live counters every second, and its CaseRun through one queue; a child that dies
+# without reporting is a crashed case with its exit code.
+
+STATUS_INTERVAL_S = 1.0
+
+
+def _child(run: Callable[[Case, str], CaseRun], case: Case, store: str, queue: Any) -> None:
+    import threading
+
+    queue.put(("started", case.index, None))
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(STATUS_INTERVAL_S):
+            queue.put(("status", case.index, live_line(_live_stats)))
+
+    reporter = threading.Thread(target=report, name="suite-status", daemon=True)
+    reporter.start()
+    try:
+        outcome = run(case, store)
+    except BaseException as exc:  # noqa: BLE001 - Ctrl-C or a crash of an injected runner: still report
+        outcome = CaseRun(None, test_spec_command(case, store), error=f"{type(exc).__name__}: {exc}")
+    finally:
+        stop.set()
+    queue.put(("done", case.index, outcome))
+
+
+def test_spec_command(case: Case, store: str) -> str:
+    """The command that reproduces ``case`` (what a CaseRun records), or a description if it cannot be
+    composed."""
+    try:
+        return test_spec(case, store).command()
+    except Exception as exc:  # noqa: BLE001
+        return f"(no command: {type(exc).__name__}: {exc})"
+
+
+def run_parallel(
+    cases: Sequence[Case],
+    store: str,
+    jobs: int,
+    *,
+    run: Callable[[Case, str], CaseRun] = run_case,
+    progress: Any,
+    on_done: Callable[[Case, CaseRun], None],
+) -> None:
+    """Run ``cases`` in up to ``jobs`` processes at once, in case order; ``on_done`` gets each result as
+    it comes (the order of completion).
+
+    Ctrl-C (the whole process group gets it: each running case tears down as ``harness run`` does),
+    SIGTERM or SIGHUP (passed on to the running cases) or a case a signal interrupted stops starting new
+    cases and waits for the running ones; the cases never started are reported as not run.
+    """
+    import multiprocessing
+    import queue as queues
+    import signal
+    import threading
+
+    from harness.signals import FORWARDED
+
+    context = multiprocessing.get_context("spawn")
+    channel = context.Queue()
+    waiting = list(cases)
+    running: dict[int, tuple[Any, Case, float]] = {}
+    finished: set[int] = set()
+    stopping = threading.Event()
+    by_index = {case.index: case for case in cases}
+
+    def forward(signum: int, frame: Any) -> None:
+        """SIGTERM or SIGHUP: stop starting cases, and pass it on to the running ones, whose runs take it
+        as Ctrl-C (harness.signals) and tear down."""
+        stopping.set()
+        for process, _case, _started in running.values():
+            if process.is_alive() and process.pid is not None:
+                os.kill(process.pid, signum)
+
+    def start_more() -> None:
+        while waiting and len(running) < jobs and not stopping.is_set():
+            case = waiting.pop(0)
+            process = context.Process(target=_child, args=(run, case, store, channel), name=f"suite-case-{case.index}")
+            process.start()
+            running[case.index] = (process, case, time.monotonic())
+        if stopping.is_set() and waiting:
+            for case in waiting:
+                on_done(case, CaseRun(None, test_spec_command(case, store), error="not run: the suite was stopped"))
+            waiting.clear()
+
+    def finish(index: int, outcome: CaseRun) -> None:
+        process, case, _started = running.pop(index)
+        finished.add(index)
+        process.join()
+        if outcome.interrupted:  # a signal stopped that run: the suite stops too (as one at a time)
+            stopping.set()
+        on_done(case, outcome)
+        progress.case_finished(index, _finished_line(case, outcome))
+
+    def receive() -> None:
+        try:
+            kind, index, data = channel.get(timeout=0.5)
+        except queues.Empty:
+            kind, index, data = "", -1, None
+        if kind == "started":
+            progress.case_started(index, by_index[index].name)
+        elif kind == "status" and index not in finished:
+            progress.case_status(index, data)
+        elif kind == "done" and index in running:
+            finish(index, data)
+        for index, (process, _case, started) in list(running.items()):
+            if process.exitcode is not None and _drained(channel):
+                died = f"the process running this case died (exit code {process.exitcode})"
+                finish(index, CaseRun(None, test_spec_command(_case, store), error=died,
+                                      seconds=time.monotonic() - started))  # fmt: skip
+
+    restore: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        restore = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    try:
+        while waiting or running:
+            try:
+                start_more()
+                receive()
+            except KeyboardInterrupt:
+                # The running cases got the Ctrl-C too (one process group) and tear down on their own.
+                stopping.set()
+                progress.note("interrupted: no new case starts; waiting for the running ones to tear down")
+    finally:
+        for signum, previous in restore.items():
+            signal.signal(signum, previous)
+
+
+def _drained(channel: Any) -> bool:
+    """Whether a dead child's last message can no longer be waiting in the queue (it had a moment)."""
+    time.sleep(0.2)
+    return channel.empty()
+
+
+def _finished_line(case: Case, outcome: CaseRun) -> str:
+    if outcome.error and outcome.run_dir is None:
+        return f"[{case.index + 1}] {case.name}: crashed after {outcome.seconds:.0f} s: {outcome.error}"
+    where = f" ({outcome.run_dir})" if outcome.run_dir else ""
+    error = f", {outcome.error}" if outcome.error else ""
+    return f"[{case.index + 1}] {case.name}: ran in {outcome.seconds:.0f} s{error}{where}"
 
 
 @dataclass
@@ -656,12 +828,14 @@ def run_suite(
     run: Callable[[Case, str], CaseRun] = run_case,
     progress: Any = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    jobs: int = 1,
 ) -> SuiteResult:
     """Run every case, analyse them all with ``analyse`` (one Spark job), write suite.json, junit.xml
     and summary.json, and return the outcomes.
 
     ``analyse`` gets the stored runs and returns, per run directory, (validity, failed checker ->
-    summary); the CLI passes the Spark pipeline.
+    summary); the CLI passes the Spark pipeline. ``jobs``: how many cases run at once; above 1 each case
+    runs in a process of its own (:func:`run_parallel`), and ``run`` must be a module-level function.
     """
     from harness.analysis.progress import SilentProgress
 
@@ -671,15 +845,28 @@ def run_suite(
     directory = suite_directory(store, suite.name, started)
     runs: list[CaseRun | None] = [None] * len(suite.cases)
     write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
-    progress.step(f"suite {suite.name}: {len(suite.cases)} runs", total=len(suite.cases))
-    for number, case in enumerate(suite.cases):
-        progress.note(f"[{number + 1}/{len(suite.cases)}] {case.name}")
-        runs[number] = run(case, str(store))
-        write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
-        if runs[number].interrupted:  # a CI timeout's SIGTERM ends the night, not one case of it
+    total = len(suite.cases)
+    at_once = f", {jobs} at a time" if jobs > 1 else ""
+    progress.step(f"suite {suite.name}: {total} runs{at_once}", total=total)
+    if jobs > 1:
+
+        def done(case: Case, outcome: CaseRun) -> None:
+            runs[case.index] = outcome
+            write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
+            progress.update(sum(1 for r in runs if r is not None), total)
+
+        run_parallel(suite.cases, str(store), jobs, run=run, progress=progress, on_done=done)
+        if any(r is not None and r.interrupted for r in runs):  # as above, once the running cases ended
             raise KeyboardInterrupt
-        progress.update(number + 1, len(suite.cases))
-    done = [r for r in runs if r is not None]
+    else:
+        for number, case in enumerate(suite.cases):
+            progress.note(f"[{number + 1}/{total}] {case.name}")
+            runs[number] = run(case, str(store))
+            write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
+            if runs[number].interrupted:  # a CI timeout's SIGTERM ends the night, not one case of it
+                raise KeyboardInterrupt
+            progress.update(number + 1, total)
+    done_runs = [r for r in runs if r is not None]
     stored = [
         StoredRun(
             path=Path(r.run_dir).resolve(),
@@ -688,11 +875,11 @@ def run_suite(
             suite=suite.name,
             night=started.astimezone(UTC).strftime("%Y-%m-%d"),
         )
-        for r in done
+        for r in done_runs
         if r.run_dir is not None and (Path(r.run_dir) / "test.json").is_file()
     ]
     verdicts = analyse(RunSelection(store=store, runs=tuple(stored))) if stored else {}
-    outcomes = judge(suite.cases, done, verdicts)
+    outcomes = judge(suite.cases, done_runs, verdicts)
     result = SuiteResult(directory=directory, outcomes=outcomes)
     write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs, outcomes))
     write_junit(directory / JUNIT, suite, outcomes, started, store)

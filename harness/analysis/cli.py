@@ -3,7 +3,7 @@
     harness analyze PATH... [--spark-master URL] [--spark-conf KEY=VALUE]... [--store DIR] [--summary]
                             [--key-timeout S] [--quiet]
     harness analyze --summary [--store DIR]
-    harness suite SUITE.toml [--store DIR] [--junit PATH] [--list] [--spark-master URL] [--quiet]
+    harness suite SUITE.toml [--store DIR] [--junit PATH] [--list] [--jobs N] [--spark-master URL] [--quiet]
 
 ``PATH`` is a run directory (``store/latest``), a suite directory or a whole store: a plain path, or a
 URL of any filesystem Spark reads (``file:///shared/store``, ``hdfs://namenode:8020/store``; see
@@ -50,6 +50,7 @@ from harness.subcommand import (
     VERDICT_WORDS,
     CommandParser,
     UsageError,
+    count,
     run_command,
     seconds_or_no_limit,
 )
@@ -58,6 +59,8 @@ from harness.subcommand import (
 STYLES = {True: "green", False: "bold red", UNKNOWN: "yellow"}
 # Above this many runs, only the runs that are not valid get a line of their own.
 LIST_ALL_UP_TO = 40
+# The most cases `harness suite --jobs` runs at once: each is a whole cluster of containers.
+MAX_JOBS = 16
 
 
 def key_timeout(option: float | None, default: float | None = DEFAULT_KEY_TIMEOUT_S) -> float | None:
@@ -129,9 +132,10 @@ def add_suite_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "suite",
         help="run a matrix of tests from a TOML file, analyse them together, write junit.xml",
-        description="Run every test of a suite file one after another, analyse them in one Spark job, and "
-        "write suite.json, summary.json and junit.xml under store/suites/<name>/<time>/. Exit 0 all as "
-        "expected, 1 an anomaly or a missed known bug, 2 unknown, 254 a bad suite file.",
+        description="Run every test of a suite file (one after another, or --jobs N at once), analyse them "
+        "in one Spark job, and write suite.json, summary.json and junit.xml under "
+        "store/suites/<name>/<time>/. Exit 0 all as expected, 1 an anomaly or a missed known bug, "
+        "2 unknown, 254 a bad suite file.",
     )
     parser.add_argument("suite_file", metavar="SUITE.toml", help="the suite file (see suites/)")
     parser.add_argument(
@@ -139,6 +143,14 @@ def add_suite_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--junit", default=None, metavar="PATH", help="also copy junit.xml here (for CI)")
     parser.add_argument("--list", action="store_true", help="print the expanded runs and exit")
+    parser.add_argument(
+        "--jobs",
+        type=count,
+        default=1,
+        metavar="N",
+        help=f"run up to N cases at once, each in a process of its own with its own network (default 1; "
+        f"at most {MAX_JOBS})",
+    )
     _spark_options(parser)
     parser.set_defaults(handler=cmd_suite)
     return parser
@@ -302,6 +314,10 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
                 "store is a directory here (a shared filesystem mounted here works); analyse a store "
                 "elsewhere with harness analyze URL"
             )
+        if args.jobs > MAX_JOBS:
+            raise UsageError(
+                f"--jobs {args.jobs}: at most {MAX_JOBS} cases at once (each is a cluster of containers)"
+            )
         suite = with_store(load_suite(args.suite_file), args.store)
         if args.list:
             console.print(dumps_case_list(suite), markup=False, highlight=False)
@@ -321,7 +337,7 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
             analysis = analyze(spark, selection, options, progress)
         return {o.run.path: (o.valid, o.failed_checkers()) for o in analysis.outcomes}
 
-    result = run_suite(suite, analyse=analyse, progress=progress)
+    result = run_suite(suite, analyse=analyse, progress=progress, jobs=args.jobs)
     progress.close()
     print_suite(result, console)
     counts = result.counts()
