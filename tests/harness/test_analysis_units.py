@@ -364,3 +364,33 @@ def test_running_cases_get_a_line_each_and_names_are_not_markup(terminal: bool) 
     if not terminal:
         assert "[1] raft register nemesis=[red]kill bugs=none: started" in text
         assert "[2] aeron register nemesis=none bugs=none: started" in text
+
+
+SHUTDOWN_RACE = """\
+spark ERROR TaskSchedulerImpl: Exception in statusUpdate
+java.util.concurrent.RejectedExecutionException: Task org.apache.spark.scheduler.TaskResultGetter$$anon$3@50f7b0d3 rejected from java.util.concurrent.ThreadPoolExecutor@3878689d[Terminated, pool size = 0, active threads = 0, queued tasks = 0, completed tasks = 639]
+\tat java.base/java.util.concurrent.ThreadPoolExecutor$AbortPolicy.rejectedExecution(ThreadPoolExecutor.java:2065)
+\tat org.apache.spark.scheduler.TaskResultGetter.enqueueSuccessfulTask(TaskResultGetter.scala:62)
+\tat java.base/java.lang.Thread.run(Thread.java:840)
+spark ERROR Executor: Executor launch task task 1.0 in stage 106.0 (TID 639) failed, reason: Task org.apache.spark.executor.Executor$TaskRunner@7cde88a3 rejected from java.util.concurrent.ThreadPoolExecutor@16045fc5[Shutting down] RejectedExecutionException
+"""
+REAL_ERROR = """\
+spark ERROR Executor: Exception in task 0.0 in stage 2.0 (TID 5)
+org.apache.spark.api.python.PythonException: boom
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
+"""
+
+
+def test_the_shutdown_race_is_quiet_and_real_errors_are_not() -> None:
+    from harness.analysis.spark import StderrFilter
+
+    def through(text: str, stopping: bool) -> str:
+        quiet = StderrFilter(lambda: stopping)
+        out = [line for raw in text.splitlines(keepends=True) for line in quiet.feed(raw)]
+        return "".join(out + quiet.flush())
+
+    assert through(SHUTDOWN_RACE, stopping=True) == ""
+    assert through(SHUTDOWN_RACE, stopping=False) == SHUTDOWN_RACE  # while working, every error shows
+    assert through(REAL_ERROR, stopping=True) == REAL_ERROR  # at shutdown, other errors still show
+    assert through(SHUTDOWN_RACE + REAL_ERROR, stopping=True) == REAL_ERROR
+    assert through("WARNING: Using incubator modules: jdk.incubator.vector\n", stopping=False) == ""
