@@ -511,7 +511,7 @@ def run_case(case: Case, store: str) -> CaseRun:
     """Run one case through the controller: the only place a suite calls ``harness.run``.
 
     A crash of the controller, or a test it refuses, is recorded on the case (``error``), never raised:
-    the suite goes on with the next case. While a container run is under way its live counters are
+    the suite goes on with the next case. While the run is under way its live counters are
     :data:`_live_stats` (what the parallel view shows).
     """
     from harness.interpreter import RunStats
@@ -542,14 +542,14 @@ def run_case(case: Case, store: str) -> CaseRun:
     )
 
 
-# The counters of the container run under way in this process (None between runs, and for simulated ones).
+# The counters of the run under way in this process (None between runs).
 _live_stats: Any = None
 
 
 def live_line(stats: Any, clock: Callable[[], float] = time.monotonic) -> str:
     """One line of a running case's counters (``harness.interpreter.RunStats``) for the parallel view."""
     if stats is None:
-        return "simulating"
+        return "starting"
     elapsed = 0.0 if stats.started_at is None else max(clock() - stats.started_at, 0.0)
     done = stats.completed
     leader = f"leader {stats.leader} term {stats.term}" if stats.leader else "no leader known"
@@ -586,17 +586,16 @@ def _child(run: Callable[[Case, str], CaseRun], case: Case, store: str, queue: A
     try:
         outcome = run(case, store)
     except BaseException as exc:  # noqa: BLE001 - Ctrl-C or a crash of an injected runner: still report
-        outcome = CaseRun(None, test_spec_command(case, store), error=f"{type(exc).__name__}: {exc}")
+        outcome = CaseRun(None, _command_or_why(case, store), error=f"{type(exc).__name__}: {exc}")
     finally:
         stop.set()
     queue.put(("done", case.index, outcome))
 
 
-def test_spec_command(case: Case, store: str) -> str:
-    """The command that reproduces ``case`` (what a CaseRun records), or a description if it cannot be
-    composed."""
+def _command_or_why(case: Case, store: str) -> str:
+    """:func:`case_command`, or why there is none (for a case that never ran or whose process died)."""
     try:
-        return test_spec(case, store).command()
+        return case_command(case, store)
     except Exception as exc:  # noqa: BLE001
         return f"(no command: {type(exc).__name__}: {exc})"
 
@@ -648,7 +647,7 @@ def run_parallel(
             running[case.index] = (process, case, time.monotonic())
         if stopping.is_set() and waiting:
             for case in waiting:
-                on_done(case, CaseRun(None, test_spec_command(case, store), error="not run: the suite was stopped"))
+                on_done(case, CaseRun(None, _command_or_why(case, store), error="not run: the suite was stopped"))
             waiting.clear()
 
     def finish(index: int, outcome: CaseRun) -> None:
@@ -674,7 +673,7 @@ def run_parallel(
         for index, (process, _case, started) in list(running.items()):
             if process.exitcode is not None and _drained(channel):
                 died = f"the process running this case died (exit code {process.exitcode})"
-                finish(index, CaseRun(None, test_spec_command(_case, store), error=died,
+                finish(index, CaseRun(None, _command_or_why(_case, store), error=died,
                                       seconds=time.monotonic() - started))  # fmt: skip
 
     restore: dict[int, Any] = {}
