@@ -32,10 +32,12 @@ and the batch goes on.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -544,6 +546,20 @@ def _runs_in(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, dict[str,
         yield directory, by_dir.pop(directory)
 
 
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection while one run is read, checked and encoded: the run's hundreds of
+    thousands of long-lived small objects would be rescanned again and again for nothing (measured: a
+    quarter of the task's time on 10,000-operation runs); reference counting still frees them after."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _run_of(directory: str) -> tuple[str, str]:
     """(test, run): the last two components of a run directory."""
     test, run = directory.rstrip("/").split("/")[-2:]
@@ -569,17 +585,19 @@ def ingest_task(
             test, run = _run_of(directory)
             known = runs.get((test, run), {})
             path, suite, night = known.get("path", directory), known.get("suite"), known.get("night")
-            try:
-                records = read_run_files(
-                    files, test, run, path=path, suite=suite, night=night, timeout_s=timeout_s,
-                    max_states=max_states, tables=tables, split_from_bytes=split_from_bytes,
-                )  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - one run the analysis cannot handle stays one run
-                records = crashed_run(path, test, run, exc, suite=suite, night=night)
-            del files
-            for row in output_rows(records, test, run):
+            with _no_cyclic_gc():
+                try:
+                    records = read_run_files(
+                        files, test, run, path=path, suite=suite, night=night, timeout_s=timeout_s,
+                        max_states=max_states, tables=tables, split_from_bytes=split_from_bytes,
+                    )  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - one run the analysis cannot handle stays one run
+                    records = crashed_run(path, test, run, exc, suite=suite, night=night)
+                del files
                 # One row per batch: several big payloads in one batch could outgrow Arrow's 2 GiB a column.
-                yield pa.RecordBatch.from_pylist([row], schema=schema)
+                out = [pa.RecordBatch.from_pylist([row], schema=schema) for row in output_rows(records, test, run)]
+                del records
+            yield from out
 
     return task
 
@@ -596,15 +614,17 @@ def linearizability_task_of(
             if HISTORY not in files:
                 continue
             test, run = _run_of(directory)
-            try:
-                records = read_run_linearizability(
-                    files, test, run, timeout_s=timeout_s, max_states=max_states, tables=tables
-                )
-            except Exception as exc:  # noqa: BLE001 - the other task reports the run; this says why lin is unknown
-                reason = f"linearizable could not check this run: {type(exc).__name__}: {exc}"
-                records = RunRecords(None, {}, {}, RunChecks(verdicts={LINEARIZABLE: Verdict(UNKNOWN, reason)}))
-            del files
-            for row in output_rows(records, test, run):
-                yield pa.RecordBatch.from_pylist([row], schema=schema)
+            with _no_cyclic_gc():
+                try:
+                    records = read_run_linearizability(
+                        files, test, run, timeout_s=timeout_s, max_states=max_states, tables=tables
+                    )
+                except Exception as exc:  # noqa: BLE001 - the other task reports the run; this says why lin is unknown
+                    reason = f"linearizable could not check this run: {type(exc).__name__}: {exc}"
+                    records = RunRecords(None, {}, {}, RunChecks(verdicts={LINEARIZABLE: Verdict(UNKNOWN, reason)}))
+                del files
+                out = [pa.RecordBatch.from_pylist([row], schema=schema) for row in output_rows(records, test, run)]
+                del records
+            yield from out
 
     return task
