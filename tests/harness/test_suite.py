@@ -238,6 +238,13 @@ def test_the_cli_refuses_a_missing_suite_file(tmp_path: Path, capsys: pytest.Cap
     assert "no such suite file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("jobs", "message"), [("0", "must be at least 1"), ("17", "at most 16"), ("x", "not a whole number")])
+def test_the_cli_refuses_jobs_it_cannot_run(jobs: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert analysis_main(["suite", str(ROOT / "suites" / "bugs.toml"), "--jobs", jobs]) == 254
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
 # --- judging and exit codes -----------------------------------------------------------------------
 
 
