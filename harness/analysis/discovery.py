@@ -181,10 +181,12 @@ def suite_memberships(store: PurePath, storage: Storage | None = None) -> dict[P
 
 
 def _normal(storage: Storage, path: PurePath) -> PurePath:
-    """A local path resolved (symlinks such as ``store/latest`` followed); a Hadoop path normalised."""
+    """A path on this machine resolved (symlinks such as ``store/latest`` followed, ``file://`` URLs
+    too); any other normalised."""
     local = storage.local(path)
-    if isinstance(storage, LocalStorage) and local is not None:
-        return local.resolve()
+    if local is not None:
+        resolved = local.resolve()
+        return resolved if isinstance(storage, LocalStorage) else PurePosixPath(resolved)
     return PurePosixPath(os.path.normpath(str(path)))
 
 

@@ -126,6 +126,9 @@ def test_a_store_named_by_url_is_found_as_the_local_one(spark, tmp_path: Path) -
     assert str(remote.store) == str(store)
     only = find_runs([f"file://{a}"], storage=HadoopStorage(spark, "file://"))
     assert [r.run for r in only.runs] == [a.name]
+    (store / "latest").symlink_to("reg/20261120T020000")
+    latest = find_runs([f"file://{store}/latest"], storage=HadoopStorage(spark, "file://"))
+    assert [(r.test, r.run) for r in latest.runs] == [("reg", a.name)]  # the run, not "store/latest"
 
 
 @pytest.mark.spark
