@@ -13,6 +13,12 @@ is ``unknown``, never a pass). Two placements:
   P-compositional (each key is an independent object, Horn & Kroening 2015), which the checker itself
   exploits. :func:`merge_linearizability` folds the per-key verdicts back into the run's one verdict.
 
+The rules are the direct judge's (:mod:`harness.judge`, ``checkers.judge.judge_files``): a checker the
+adapter declares not applicable (``not_applicable`` in ``test.json``), or that the run shows cannot apply
+(:func:`harness.judge.observed_not_applicable`), is not run, is listed with its reason under
+``not_applicable`` in ``results.json`` and does not count towards the verdict; a checker named that
+applies but finds nothing to judge is ``unknown``; a run with no verdict at all is ``unknown``.
+
 Malformed input never yields ``true``: a checker whose input could not be read entirely is ``unknown``
 naming the file and line, unless what could be read already shows an anomaly (``false`` stands, since
 the evidence is real).
@@ -30,6 +36,7 @@ from checkers.leader import STATUS
 from checkers.registry import CHECKERS, MODEL_NAMES, CheckInput, applicable, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, worst
 from harness.analysis.dataset import valid_text, valid_value
+from harness.judge import observed_not_applicable
 
 LINEARIZABLE = "linearizable"
 # Checkers that read the journals when there are any, and so cannot pass on a partial set of them.
@@ -66,6 +73,8 @@ class RunParams:
     # The checkers test.json asks for (the workload's); ``None``: every checker that applies.
     checkers: tuple[str, ...] | None = None
     command: str | None = None
+    # Checker -> why the adapter says it cannot judge this system (test.json's ``not_applicable``).
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
 
 
 def _name(value: Any) -> str | None:
@@ -116,6 +125,7 @@ def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
     final_after = spec.get("final_after_ns")
     checkers = spec.get("checkers")
     command = spec.get("command")
+    declared = spec.get("not_applicable")
     return RunParams(
         mode=_name(spec.get("mode", db.get("mode"))),
         workload=_name(workload),
@@ -128,15 +138,18 @@ def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
         else None,
         checkers=tuple(str(c) for c in checkers) if isinstance(checkers, list | tuple) else None,
         command=command if isinstance(command, str) else None,
+        not_applicable={str(k): str(v) for k, v in declared.items()} if isinstance(declared, Mapping) else {},
     )
 
 
 @dataclass
 class RunChecks:
-    """A run's verdicts so far, and the checkers left for later stages (linearizability)."""
+    """A run's verdicts so far, the checkers left for later stages (linearizability), and those not run
+    because they cannot judge this system (checker -> why)."""
 
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
     def rows(self, test: str, run: str) -> list[tuple[str, dict[str, Any]]]:
         return [(name, verdict_row(test, run, name, verdict)) for name, verdict in self.verdicts.items()]
@@ -192,15 +205,18 @@ def run_level_checks(
 ) -> RunChecks:
     """Run the run's checkers but linearizability, which is left pending for the per-key stage.
 
-    The checkers are those ``test.json`` names (the workload's), else every one that applies. A named
-    checker that does not apply, or does not exist, is ``unknown`` with the reason: never dropped.
+    The checkers are those ``test.json`` names (the workload's), else every one that applies, less those
+    not applicable to the system (module docstring). A named checker that does not apply to this run, or
+    does not exist, is ``unknown`` with the reason: never dropped.
     """
     checks = RunChecks()
     if history is None:
         reason = history_error or "history.jsonl could not be read"
         empty = History(source="history.jsonl", events=(), ops=(), nemesis=())
         for name in params.checkers if params.checkers is not None else tuple(CHECKERS):
-            if name in JOURNAL_ONLY and journals:
+            if name in params.not_applicable:
+                checks.not_applicable[name] = params.not_applicable[name]
+            elif name in JOURNAL_ONLY and journals:
                 inp = CheckInput(history=empty, model=params.model or "register", journals=journals)
                 checks.verdicts[name] = distrust(run_checker(name, inp), [reason, *journal_errors])
             else:
@@ -214,7 +230,10 @@ def run_level_checks(
         max_states=max_states,
         final_after=params.final_after,
     )
+    checks.not_applicable = {**observed_not_applicable(history, journals), **params.not_applicable}
     for name in params.checkers if params.checkers is not None else applicable(inp):
+        if name in checks.not_applicable:
+            continue
         checker = CHECKERS.get(name)
         if checker is None:
             checks.verdicts[name] = Verdict(
@@ -378,4 +397,6 @@ def results_document(
     document.update(carried)
     if stop is not None:
         document["interrupted"] = dict(stop)
+    if run_row.get("not_applicable"):
+        document["not_applicable"] = dict(run_row["not_applicable"])
     return document

@@ -393,8 +393,10 @@ def read_run_files(
         "model": params.model,
         "input_errors_json": _json([e.to_json() for e in errors]) if errors else None,
         "spec_json": _json(spec) if spec else None,
-        # not a column of the dataset: what results.json says about a run that stopped short
+        # not columns of the dataset: what results.json says about a run that stopped short, and about
+        # the checkers that cannot judge this system
         "interrupted": None if stop is None else stop.to_json(),
+        "not_applicable": checks.not_applicable,
         **run_stats(history),
     }
     return RunRecords(run=row, operations=operations, journal=journal, checks=checks, input_errors=errors)
@@ -419,6 +421,7 @@ def read_run_linearizability(
     if history is not None:
         params = run_params(spec, history)
         wanted = params.checkers is None or LINEARIZABLE in params.checkers
+        wanted = wanted and LINEARIZABLE not in params.not_applicable
         if wanted and params.model is not None:
             checks.verdicts[LINEARIZABLE] = check_keys(
                 test, run, history, params.model, timeout_s=timeout_s, max_states=max_states

@@ -232,3 +232,14 @@ def test_big_runs_read_by_two_tasks_give_what_one_task_gives(spark, batch: tuple
         counts = table_counts(spark, copy, table)
         assert counts == {k: v for k, v in table_counts(spark, store, table).items() if k in counts}, table
         assert set(counts) == {("reg", VALID), ("reg", INVALID)}, table
+
+
+def test_checkers_a_system_cannot_feed_are_not_applicable_on_spark_too(spark, tmp_path: Path) -> None:  # noqa: ANN001
+    """A stand-in run (``harness new-db``'s kind: no terms, no LSNs declared) is valid on Spark, as the
+    direct judge finds it, with the two checkers listed as not applicable rather than unknown."""
+    run = write_run(tmp_path, "standin", VALID, ops=120, keys=3, standin=True)
+    outcome = analyze_run(run, spark=spark)
+    results = json.loads((run / "results.json").read_text(encoding="utf-8"))
+    assert outcome.valid is True and results["valid"] is True
+    assert set(results["checkers"]) == {"linearizable", "durability"}
+    assert set(results["not_applicable"]) == {"single-leader-per-term", "lsn-monotonicity"}

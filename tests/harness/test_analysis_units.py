@@ -19,6 +19,7 @@ from harness.analysis.checks import (
     infer_model,
     merge_linearizability,
     operation_from_row,
+    results_document,
     run_params,
     verdict_row,
 )
@@ -35,7 +36,9 @@ from harness.analysis.spark import (
     session_conf,
 )
 from harness.analysis.summary import failing_since
-from tests.harness.synthetic_runs import write_run
+from harness.judge import judge_run
+from harness.store import RunDir
+from tests.harness.synthetic_runs import STANDIN_NO_LSN, write_run
 
 # --- the Spark session ----------------------------------------------------------------------------
 
@@ -179,6 +182,45 @@ def test_read_run_names_a_missing_history(tmp_path: Path) -> None:
     assert [e.describe() for e in records.input_errors] == ["history.jsonl: no such file"]
     assert {v.valid for v in records.checks.verdicts.values()} == {UNKNOWN}
     assert records.operations["id"] == []
+
+
+@pytest.mark.parametrize(
+    "variant", [{}, {"lost_write": True}, {"standin": True}, {"standin": True, "lost_write": True}, {"truncate": True}]
+)
+def test_a_run_is_judged_by_the_direct_judges_rules(tmp_path: Path, variant: dict) -> None:
+    """The pipeline's verdicts and ``not_applicable`` are the direct judge's (``harness.judge``): a
+    checker the adapter declares not applicable, or that the run shows cannot apply (no terms), is
+    listed with its reason and leaves the verdict to the others, instead of making it unknown."""
+    run = write_run(tmp_path / "a", "reg", "20261120T020000", ops=120, keys=3, **variant)
+    records = read_run(run, "reg", run.name)
+    spark_like = results_document(records.run, records.checks.verdicts, [e.to_json() for e in records.input_errors], {})
+    copy = write_run(tmp_path / "b", "reg", "20261120T020000", ops=120, keys=3, **variant)
+    spec = json.loads((copy / "test.json").read_text(encoding="utf-8"))
+    direct = judge_run(RunDir(copy), test="reg", seed=spec["seed"], model=spec["model"], checkers=spec["checkers"],
+                       not_applicable=spec.get("not_applicable", {}))
+    assert spark_like["valid"] == direct["valid"]
+    assert {n: c["valid"] for n, c in spark_like["checkers"].items()} == {
+        n: c["valid"] for n, c in direct["checkers"].items()
+    }
+    assert spark_like.get("not_applicable") == direct.get("not_applicable")
+    if variant.get("standin"):
+        assert spark_like["valid"] is not UNKNOWN and spark_like["valid"] == (not variant.get("lost_write"))
+        assert spark_like["not_applicable"]["lsn-monotonicity"] == STANDIN_NO_LSN
+        assert "no election terms" in spark_like["not_applicable"]["single-leader-per-term"]
+
+
+def test_a_big_runs_second_task_skips_linearizability_declared_not_applicable(tmp_path: Path) -> None:
+    from harness.analysis import ingest
+
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=60, keys=2)
+    spec = json.loads((run / "test.json").read_text(encoding="utf-8"))
+    spec["not_applicable"] = {"linearizable": "the system keeps no registers"}
+    (run / "test.json").write_text(json.dumps(spec), encoding="utf-8")
+    rows = [r for b in ingest.linearizability_task_of()(iter(_group(run))) for r in b.to_pylist()]
+    assert [r["kind"] for r in rows] == ["table"]  # its operations, and no verdict
+    first = read_run(run, "reg", run.name)
+    assert "linearizable" not in first.checks.verdicts and first.checks.pending == []
+    assert first.run["not_applicable"] == {"linearizable": "the system keeps no registers"}
 
 
 def test_operation_rows_round_trip(tmp_path: Path) -> None:
