@@ -31,6 +31,7 @@ COMMAND_TIMEOUT_S = 900
 JAVA_NOISE = re.compile(r"^\s+at [\w$.]+\(|^(?:Exception in thread|[\w.$]+(?:Exception|Error)\b)", re.MULTILINE)
 SUITE = """
 [suite]
+db = "cluster"
 name = "on-a-cluster"
 time_limit = 20
 nodes = 5
