@@ -565,21 +565,33 @@ def live_line(stats: Any, clock: Callable[[], float] = time.monotonic) -> str:
 # Each case runs in a process of its own (spawned: a fresh interpreter, nothing inherited from the
 # suite's threads), so runs share nothing: their own asyncio loop, logging into their own harness.log,
 # signal handlers, Docker network (Docker assigns each a free subnet) and containers. A child reports
-# "started", its live counters every second, and its CaseRun through one queue; a child that dies
-# without reporting is a crashed case with its exit code.
+# "started", its live counters every second, and its CaseRun through a pipe of its own; a child whose
+# pipe ends without its CaseRun died: a crashed case with its exit code. One pipe per child, not one
+# queue for all: a multiprocessing queue is shared through a lock, and a child that dies while its
+# writer thread holds it (killed, os._exit, out of memory) leaves every other child unable to write and,
+# at its exit, waiting for ever to flush (measured: the suite hung).
 
 STATUS_INTERVAL_S = 1.0
 
 
-def _child(run: Callable[[Case, str], CaseRun], case: Case, store: str, queue: Any) -> None:
+def _child(run: Callable[[Case, str], CaseRun], case: Case, store: str, pipe: Any) -> None:
     import threading
 
-    queue.put(("started", case.index, None))
+    lock = threading.Lock()  # the reporter thread and this one write to the one pipe
+
+    def send(kind: str, data: Any) -> None:
+        with lock:
+            try:
+                pipe.send((kind, data))
+            except OSError:  # the suite is gone: nobody to tell
+                pass
+
+    send("started", None)
     stop = threading.Event()
 
     def report() -> None:
         while not stop.wait(STATUS_INTERVAL_S):
-            queue.put(("status", case.index, live_line(_live_stats)))
+            send("status", live_line(_live_stats))
 
     reporter = threading.Thread(target=report, name="suite-status", daemon=True)
     reporter.start()
@@ -589,7 +601,8 @@ def _child(run: Callable[[Case, str], CaseRun], case: Case, store: str, queue: A
         outcome = CaseRun(None, _command_or_why(case, store), error=f"{type(exc).__name__}: {exc}")
     finally:
         stop.set()
-    queue.put(("done", case.index, outcome))
+    send("done", outcome)
+    pipe.close()
 
 
 def _command_or_why(case: Case, store: str) -> str:
@@ -598,6 +611,16 @@ def _command_or_why(case: Case, store: str) -> str:
         return case_command(case, store)
     except Exception as exc:  # noqa: BLE001
         return f"(no command: {type(exc).__name__}: {exc})"
+
+
+@dataclass
+class _Running:
+    """A case under way in its process, and the end of its pipe the suite reads."""
+
+    process: Any
+    case: Case
+    pipe: Any
+    started: float
 
 
 def run_parallel(
@@ -617,64 +640,66 @@ def run_parallel(
     cases and waits for the running ones; the cases never started are reported as not run.
     """
     import multiprocessing
-    import queue as queues
     import signal
     import threading
+    from multiprocessing.connection import wait
 
     from harness.signals import FORWARDED
 
     context = multiprocessing.get_context("spawn")
-    channel = context.Queue()
     waiting = list(cases)
-    running: dict[int, tuple[Any, Case, float]] = {}
-    finished: set[int] = set()
+    running: dict[int, _Running] = {}
     stopping = threading.Event()
-    by_index = {case.index: case for case in cases}
 
     def forward(signum: int, frame: Any) -> None:
         """SIGTERM or SIGHUP: stop starting cases, and pass it on to the running ones, whose runs take it
         as Ctrl-C (harness.signals) and tear down."""
         stopping.set()
-        for process, _case, _started in running.values():
-            if process.is_alive() and process.pid is not None:
-                os.kill(process.pid, signum)
+        for child in running.values():
+            if child.process.is_alive() and child.process.pid is not None:
+                os.kill(child.process.pid, signum)
 
     def start_more() -> None:
         while waiting and len(running) < jobs and not stopping.is_set():
             case = waiting.pop(0)
-            process = context.Process(target=_child, args=(run, case, store, channel), name=f"suite-case-{case.index}")
+            ours, theirs = context.Pipe(duplex=False)
+            process = context.Process(target=_child, args=(run, case, store, theirs), name=f"suite-case-{case.index}")
             process.start()
-            running[case.index] = (process, case, time.monotonic())
+            theirs.close()  # the child holds the only writing end: its exit ends the pipe
+            running[case.index] = _Running(process, case, ours, time.monotonic())
         if stopping.is_set() and waiting:
             for case in waiting:
                 on_done(case, CaseRun(None, _command_or_why(case, store), error="not run: the suite was stopped"))
             waiting.clear()
 
     def finish(index: int, outcome: CaseRun) -> None:
-        process, case, _started = running.pop(index)
-        finished.add(index)
-        process.join()
+        child = running.pop(index)
+        child.pipe.close()
+        child.process.join()
         if outcome.interrupted:  # a signal stopped that run: the suite stops too (as one at a time)
             stopping.set()
-        on_done(case, outcome)
-        progress.case_finished(index, _finished_line(case, outcome))
+        on_done(child.case, outcome)
+        progress.case_finished(index, _finished_line(child.case, outcome))
 
     def receive() -> None:
-        try:
-            kind, index, data = channel.get(timeout=0.5)
-        except queues.Empty:
-            kind, index, data = "", -1, None
-        if kind == "started":
-            progress.case_started(index, by_index[index].name)
-        elif kind == "status" and index not in finished:
-            progress.case_status(index, data)
-        elif kind == "done" and index in running:
-            finish(index, data)
-        for index, (process, _case, started) in list(running.items()):
-            if process.exitcode is not None and _drained(channel):
-                died = f"the process running this case died (exit code {process.exitcode})"
-                finish(index, CaseRun(None, _command_or_why(_case, store), error=died,
-                                      seconds=time.monotonic() - started))  # fmt: skip
+        by_pipe = {child.pipe: index for index, child in running.items()}
+        for pipe in wait(list(by_pipe), timeout=0.5):
+            index = by_pipe[pipe]
+            try:
+                kind, data = pipe.recv()
+            except (EOFError, OSError):  # the pipe ended before the CaseRun came: the process died
+                child = running[index]
+                child.process.join()
+                died = f"the process running this case died (exit code {child.process.exitcode})"
+                finish(index, CaseRun(None, _command_or_why(child.case, store), error=died,
+                                      seconds=time.monotonic() - child.started))  # fmt: skip
+                continue
+            if kind == "started":
+                progress.case_started(index, running[index].case.name)
+            elif kind == "status":
+                progress.case_status(index, data)
+            elif kind == "done":
+                finish(index, data)
 
     restore: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
@@ -691,12 +716,6 @@ def run_parallel(
     finally:
         for signum, previous in restore.items():
             signal.signal(signum, previous)
-
-
-def _drained(channel: Any) -> bool:
-    """Whether a dead child's last message can no longer be waiting in the queue (it had a moment)."""
-    time.sleep(0.2)
-    return channel.empty()
 
 
 def _finished_line(case: Case, outcome: CaseRun) -> str:
