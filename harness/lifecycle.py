@@ -211,9 +211,10 @@ class Stop:
         }
 
 
-def stop_of(test_doc: Mapping[str, Any], history: Path) -> Stop | None:
+def stop_of(test_doc: Mapping[str, Any], history: Path | bytes) -> Stop | None:
     """How a stored run stopped short, or ``None`` if it completed, is still running, or predates the
-    controller record (an older harness, the simulator: nothing says it did not complete)."""
+    controller record (an older harness, the simulator: nothing says it did not complete). ``history``
+    is the file, or its content already read (the analysis reads runs through Spark's readers)."""
     end = test_doc.get("end")
     if isinstance(end, Mapping):
         if end.get("how") == "completed":
@@ -228,8 +229,17 @@ def stop_of(test_doc: Mapping[str, Any], history: Path) -> Stop | None:
     controller = Controller.from_json(test_doc.get("controller"))
     if controller is None or controller.state() == ALIVE:
         return None
-    last, final = history_extent(history)
+    last, final = history_extent(history) if isinstance(history, Path) else _extent_of(history)
     return Stop(how="killed", cause=None, last_event_s=last, final_phase_started=final)
+
+
+def _extent_of(content: bytes) -> tuple[float | None, bool]:
+    """:func:`history_extent` of a history's content (a torn last line skipped likewise)."""
+    lines = content.split(b"\n")
+    if lines[-1]:  # no newline at the end: the writer was killed mid-line
+        lines.pop()
+    last = next((t for t in map(_event_time, reversed(lines)) if t is not None), None)
+    return last, _FINAL_MARK in content
 
 
 def final_after_for(stop: Stop | None) -> int | None:

@@ -513,15 +513,19 @@ def run_case(case: Case, store: str) -> CaseRun:
     """Run one case through the controller: the only place a suite calls ``harness.run``.
 
     A crash of the controller, or a test it refuses, is recorded on the case (``error``), never raised:
-    the suite goes on with the next case.
+    the suite goes on with the next case. While the run is under way its live counters are
+    :data:`_live_stats` (what the parallel view shows).
     """
+    from harness.interpreter import RunStats
     from harness.run import run
 
+    global _live_stats
     started = time.monotonic()
     spec = test_spec(case, store)
     command = case_command(case, store)
     try:
-        result = run(spec)
+        _live_stats = RunStats()
+        result = run(spec, stats=_live_stats)
     except Exception as exc:  # noqa: BLE001 - one broken run must not end the night
         return CaseRun(
             run_dir=None,
@@ -529,6 +533,8 @@ def run_case(case: Case, store: str) -> CaseRun:
             error=f"{type(exc).__name__}: {exc}",
             seconds=time.monotonic() - started,
         )
+    finally:
+        _live_stats = None
     return CaseRun(
         run_dir=result.run_dir,
         command=command,
@@ -536,6 +542,190 @@ def run_case(case: Case, store: str) -> CaseRun:
         seconds=time.monotonic() - started,
         interrupted=getattr(result, "interrupted", False),
     )
+
+
+# The counters of the run under way in this process (None between runs).
+_live_stats: Any = None
+
+
+def live_line(stats: Any, clock: Callable[[], float] = time.monotonic) -> str:
+    """One line of a running case's counters (``harness.interpreter.RunStats``) for the parallel view."""
+    if stats is None:
+        return "starting"
+    elapsed = 0.0 if stats.started_at is None else max(clock() - stats.started_at, 0.0)
+    done = stats.completed
+    leader = f"leader {stats.leader} term {stats.term}" if stats.leader else "no leader known"
+    faults = ", ".join(stats.active_faults) or "none"
+    return (
+        f"{stats.phase} {elapsed:.0f} s: {stats.invoked} ops (ok {done['ok']}, fail {done['fail']}, "
+        f"info {done['info']}), {leader}, faults {faults}"
+    )
+
+
+# --- running cases in parallel -------------------------------------------------------------------------
+#
+# Each case runs in a process of its own (spawned: a fresh interpreter, nothing inherited from the
+# suite's threads), so runs share nothing: their own asyncio loop, logging into their own harness.log,
+# signal handlers, Docker network (Docker assigns each a free subnet) and containers. A child reports
+# "started", its live counters every second, and its CaseRun through a pipe of its own; a child whose
+# pipe ends without its CaseRun died: a crashed case with its exit code. One pipe per child, not one
+# queue for all: a multiprocessing queue is shared through a lock, and a child that dies while its
+# writer thread holds it (killed, os._exit, out of memory) leaves every other child unable to write and,
+# at its exit, waiting for ever to flush (measured: the suite hung).
+
+STATUS_INTERVAL_S = 1.0
+
+
+def _child(run: Callable[[Case, str], CaseRun], case: Case, store: str, pipe: Any) -> None:
+    import threading
+
+    lock = threading.Lock()  # the reporter thread and this one write to the one pipe
+
+    def send(kind: str, data: Any) -> None:
+        with lock:
+            try:
+                pipe.send((kind, data))
+            except OSError:  # the suite is gone: nobody to tell
+                pass
+
+    send("started", None)
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(STATUS_INTERVAL_S):
+            send("status", live_line(_live_stats))
+
+    reporter = threading.Thread(target=report, name="suite-status", daemon=True)
+    reporter.start()
+    try:
+        outcome = run(case, store)
+    except BaseException as exc:  # noqa: BLE001 - Ctrl-C or a crash of an injected runner: still report
+        outcome = CaseRun(None, _command_or_why(case, store), error=f"{type(exc).__name__}: {exc}")
+    finally:
+        stop.set()
+    send("done", outcome)
+    pipe.close()
+
+
+def _command_or_why(case: Case, store: str) -> str:
+    """:func:`case_command`, or why there is none (for a case that never ran or whose process died)."""
+    try:
+        return case_command(case, store)
+    except Exception as exc:  # noqa: BLE001
+        return f"(no command: {type(exc).__name__}: {exc})"
+
+
+@dataclass
+class _Running:
+    """A case under way in its process, and the end of its pipe the suite reads."""
+
+    process: Any
+    case: Case
+    pipe: Any
+    started: float
+
+
+def run_parallel(
+    cases: Sequence[Case],
+    store: str,
+    jobs: int,
+    *,
+    run: Callable[[Case, str], CaseRun] = run_case,
+    progress: Any,
+    on_done: Callable[[Case, CaseRun], None],
+) -> None:
+    """Run ``cases`` in up to ``jobs`` processes at once, in case order; ``on_done`` gets each result as
+    it comes (the order of completion).
+
+    Ctrl-C (the whole process group gets it: each running case tears down as ``harness run`` does),
+    SIGTERM or SIGHUP (passed on to the running cases) or a case a signal interrupted stops starting new
+    cases and waits for the running ones; the cases never started are reported as not run.
+    """
+    import multiprocessing
+    import signal
+    import threading
+    from multiprocessing.connection import wait
+
+    from harness.signals import FORWARDED
+
+    context = multiprocessing.get_context("spawn")
+    waiting = list(cases)
+    running: dict[int, _Running] = {}
+    stopping = threading.Event()
+
+    def forward(signum: int, frame: Any) -> None:
+        """SIGTERM or SIGHUP: stop starting cases, and pass it on to the running ones, whose runs take it
+        as Ctrl-C (harness.signals) and tear down."""
+        stopping.set()
+        for child in running.values():
+            if child.process.is_alive() and child.process.pid is not None:
+                os.kill(child.process.pid, signum)
+
+    def start_more() -> None:
+        while waiting and len(running) < jobs and not stopping.is_set():
+            case = waiting.pop(0)
+            ours, theirs = context.Pipe(duplex=False)
+            process = context.Process(target=_child, args=(run, case, store, theirs), name=f"suite-case-{case.index}")
+            process.start()
+            theirs.close()  # the child holds the only writing end: its exit ends the pipe
+            running[case.index] = _Running(process, case, ours, time.monotonic())
+        if stopping.is_set() and waiting:
+            for case in waiting:
+                on_done(case, CaseRun(None, _command_or_why(case, store), error="not run: the suite was stopped"))
+            waiting.clear()
+
+    def finish(index: int, outcome: CaseRun) -> None:
+        child = running.pop(index)
+        child.pipe.close()
+        child.process.join()
+        if outcome.interrupted:  # a signal stopped that run: the suite stops too (as one at a time)
+            stopping.set()
+        on_done(child.case, outcome)
+        progress.case_finished(index, _finished_line(child.case, outcome))
+
+    def receive() -> None:
+        by_pipe = {child.pipe: index for index, child in running.items()}
+        for pipe in wait(list(by_pipe), timeout=0.5):
+            index = by_pipe[pipe]
+            try:
+                kind, data = pipe.recv()
+            except (EOFError, OSError):  # the pipe ended before the CaseRun came: the process died
+                child = running[index]
+                child.process.join()
+                died = f"the process running this case died (exit code {child.process.exitcode})"
+                finish(index, CaseRun(None, _command_or_why(child.case, store), error=died,
+                                      seconds=time.monotonic() - child.started))  # fmt: skip
+                continue
+            if kind == "started":
+                progress.case_started(index, running[index].case.name)
+            elif kind == "status":
+                progress.case_status(index, data)
+            elif kind == "done":
+                finish(index, data)
+
+    restore: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        restore = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    try:
+        while waiting or running:
+            try:
+                start_more()
+                receive()
+            except KeyboardInterrupt:
+                # The running cases got the Ctrl-C too (one process group) and tear down on their own.
+                stopping.set()
+                progress.note("interrupted: no new case starts; waiting for the running ones to tear down")
+    finally:
+        for signum, previous in restore.items():
+            signal.signal(signum, previous)
+
+
+def _finished_line(case: Case, outcome: CaseRun) -> str:
+    if outcome.error and outcome.run_dir is None:
+        return f"[{case.index + 1}] {case.name}: crashed after {outcome.seconds:.0f} s: {outcome.error}"
+    where = f" ({outcome.run_dir})" if outcome.run_dir else ""
+    error = f", {outcome.error}" if outcome.error else ""
+    return f"[{case.index + 1}] {case.name}: ran in {outcome.seconds:.0f} s{error}{where}"
 
 
 @dataclass
@@ -630,7 +820,11 @@ def suite_record(
 def judge(
     cases: Sequence[Case], runs: Sequence[CaseRun], verdicts: Mapping[Path, tuple[Valid, dict[str, str]]]
 ) -> list[CaseOutcome]:
-    """Each case's outcome from the analysis verdicts by run directory (a crash is unknown)."""
+    """Each case's outcome from the analysis verdicts by run directory (a crash is unknown).
+
+    A run that crashed or was interrupted names its cause first, as ``harness``, ahead of what the
+    checkers said about the little it recorded (a run that crashed before its first operation has no
+    history, and "history.jsonl: no such file" is a consequence, not the cause)."""
     outcomes = []
     for case, run in zip(cases, runs, strict=True):
         found = verdicts.get(Path(run.run_dir).resolve()) if run.run_dir else None
@@ -639,8 +833,10 @@ def judge(
             outcomes.append(CaseOutcome(case, run, UNKNOWN, {"harness": reason}))
             continue
         valid, failed = found
-        if run.error and valid is True:
-            valid = UNKNOWN
+        if run.error:
+            failed = {"harness": run.error, **{k: v for k, v in failed.items() if k != "harness"}}
+            if valid is True:
+                valid = UNKNOWN
         outcomes.append(CaseOutcome(case, run, valid, failed))
     return outcomes
 
@@ -652,12 +848,14 @@ def run_suite(
     run: Callable[[Case, str], CaseRun] = run_case,
     progress: Any = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    jobs: int = 1,
 ) -> SuiteResult:
     """Run every case, analyse them all with ``analyse`` (one Spark job), write suite.json, junit.xml
     and summary.json, and return the outcomes.
 
     ``analyse`` gets the stored runs and returns, per run directory, (validity, failed checker ->
-    summary); the CLI passes the Spark pipeline.
+    summary); the CLI passes the Spark pipeline. ``jobs``: how many cases run at once; above 1 each case
+    runs in a process of its own (:func:`run_parallel`), and ``run`` must be a module-level function.
     """
     from harness.analysis.progress import SilentProgress
 
@@ -667,15 +865,28 @@ def run_suite(
     directory = suite_directory(store, suite.name, started)
     runs: list[CaseRun | None] = [None] * len(suite.cases)
     write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
-    progress.step(f"suite {suite.name}: {len(suite.cases)} runs", total=len(suite.cases))
-    for number, case in enumerate(suite.cases):
-        progress.note(f"[{number + 1}/{len(suite.cases)}] {case.name}")
-        runs[number] = run(case, str(store))
-        write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
-        if runs[number].interrupted:  # a CI timeout's SIGTERM ends the night, not one case of it
+    total = len(suite.cases)
+    at_once = f", {jobs} at a time" if jobs > 1 else ""
+    progress.step(f"suite {suite.name}: {total} runs{at_once}", total=total)
+    if jobs > 1:
+
+        def done(case: Case, outcome: CaseRun) -> None:
+            runs[case.index] = outcome
+            write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
+            progress.update(sum(1 for r in runs if r is not None), total)
+
+        run_parallel(suite.cases, str(store), jobs, run=run, progress=progress, on_done=done)
+        if any(r is not None and r.interrupted for r in runs):  # as above, once the running cases ended
             raise KeyboardInterrupt
-        progress.update(number + 1, len(suite.cases))
-    done = [r for r in runs if r is not None]
+    else:
+        for number, case in enumerate(suite.cases):
+            progress.note(f"[{number + 1}/{total}] {case.name}")
+            runs[number] = run(case, str(store))
+            write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
+            if runs[number].interrupted:  # a CI timeout's SIGTERM ends the night, not one case of it
+                raise KeyboardInterrupt
+            progress.update(number + 1, total)
+    done_runs = [r for r in runs if r is not None]
     stored = [
         StoredRun(
             path=Path(r.run_dir).resolve(),
@@ -684,11 +895,11 @@ def run_suite(
             suite=suite.name,
             night=started.astimezone(UTC).strftime("%Y-%m-%d"),
         )
-        for r in done
+        for r in done_runs
         if r.run_dir is not None and (Path(r.run_dir) / "test.json").is_file()
     ]
     verdicts = analyse(RunSelection(store=store, runs=tuple(stored))) if stored else {}
-    outcomes = judge(suite.cases, done, verdicts)
+    outcomes = judge(suite.cases, done_runs, verdicts)
     result = SuiteResult(directory=directory, outcomes=outcomes)
     write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs, outcomes))
     write_junit(directory / JUNIT, suite, outcomes, started, store)
@@ -771,7 +982,7 @@ def junit_document(
             )
             element.text = _xml_text(_failure_text(outcome, store))
         elif status == "error":
-            kind = "crashed" if outcome.run.error and outcome.run.run_dir is None else UNKNOWN
+            kind = "crashed" if outcome.run.error else UNKNOWN
             reasons = "; ".join(f"{k}: {v}" for k, v in outcome.failed_checkers.items()) or "could not decide"
             element = ElementTree.SubElement(
                 testcase, "error", {"message": _xml_text(f"{kind}: {reasons}"[:500]), "type": kind}

@@ -7,11 +7,17 @@ is ``unknown``, never a pass). Two placements:
 
 * **Run-level** (``single-leader-per-term``, ``lsn-monotonicity``, ``durability``): inside the ingestion
   task of the run (:func:`run_level_checks`), on the history and journals that task just parsed.
-* **Linearizability, per run and key**: a later stage groups the ``operations`` rows by (test, run,
-  key) and checks each group in its own task (:func:`linearizability_task`, ``applyInArrow``). This is
-  exact: linearizability is P-compositional (each key is an independent object, Horn & Kroening 2015),
-  which the checker itself exploits; running keys as separate Spark tasks spreads one big run over every
-  core. :func:`merge_linearizability` folds the per-key verdicts back into the run's one verdict.
+* **Linearizability, per run and key** (:func:`check_key`, each key with its own budget): in the
+  ingestion task, or for a big run in a second task over the same history, so that one big run keeps
+  two cores busy (:mod:`harness.analysis.ingest`). Checking key by key is exact: linearizability is
+  P-compositional (each key is an independent object, Horn & Kroening 2015), which the checker itself
+  exploits. :func:`merge_linearizability` folds the per-key verdicts back into the run's one verdict.
+
+The rules are the direct judge's (:mod:`harness.judge`, ``checkers.judge.judge_files``): a checker the
+adapter declares not applicable (``not_applicable`` in ``test.json``), or that the run shows cannot apply
+(:func:`harness.judge.observed_not_applicable`), is not run, is listed with its reason under
+``not_applicable`` in ``results.json`` and does not count towards the verdict; a checker named that
+applies but finds nothing to judge is ``unknown``; a run with no verdict at all is ``unknown``.
 
 Malformed input never yields ``true``: a checker whose input could not be read entirely is ``unknown``
 naming the file and line, unless what could be read already shows an anomaly (``false`` stands, since
@@ -21,9 +27,8 @@ the evidence is real).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from checkers.history import NEMESIS, History, JournalEvent, Operation
@@ -31,8 +36,7 @@ from checkers.leader import STATUS
 from checkers.registry import CHECKERS, MODEL_NAMES, CheckInput, applicable, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, worst
 from harness.analysis.dataset import valid_text, valid_value
-from harness.lifecycle import stop_of
-from harness.store import HISTORY
+from harness.judge import observed_not_applicable
 
 LINEARIZABLE = "linearizable"
 # Checkers that read the journals when there are any, and so cannot pass on a partial set of them.
@@ -69,6 +73,8 @@ class RunParams:
     # The checkers test.json asks for (the workload's); ``None``: every checker that applies.
     checkers: tuple[str, ...] | None = None
     command: str | None = None
+    # Checker -> why the adapter says it cannot judge this system (test.json's ``not_applicable``).
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
 
 
 def _name(value: Any) -> str | None:
@@ -119,6 +125,7 @@ def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
     final_after = spec.get("final_after_ns")
     checkers = spec.get("checkers")
     command = spec.get("command")
+    declared = spec.get("not_applicable")
     return RunParams(
         mode=_name(spec.get("mode", db.get("mode"))),
         workload=_name(workload),
@@ -131,15 +138,18 @@ def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
         else None,
         checkers=tuple(str(c) for c in checkers) if isinstance(checkers, list | tuple) else None,
         command=command if isinstance(command, str) else None,
+        not_applicable={str(k): str(v) for k, v in declared.items()} if isinstance(declared, Mapping) else {},
     )
 
 
 @dataclass
 class RunChecks:
-    """A run's verdicts so far, and the checkers left for later stages (linearizability)."""
+    """A run's verdicts so far, the checkers left for later stages (linearizability), and those not run
+    because they cannot judge this system (checker -> why)."""
 
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
     def rows(self, test: str, run: str) -> list[tuple[str, dict[str, Any]]]:
         return [(name, verdict_row(test, run, name, verdict)) for name, verdict in self.verdicts.items()]
@@ -195,15 +205,18 @@ def run_level_checks(
 ) -> RunChecks:
     """Run the run's checkers but linearizability, which is left pending for the per-key stage.
 
-    The checkers are those ``test.json`` names (the workload's), else every one that applies. A named
-    checker that does not apply, or does not exist, is ``unknown`` with the reason: never dropped.
+    The checkers are those ``test.json`` names (the workload's), else every one that applies, less those
+    not applicable to the system (module docstring). A named checker that does not apply to this run, or
+    does not exist, is ``unknown`` with the reason: never dropped.
     """
     checks = RunChecks()
     if history is None:
         reason = history_error or "history.jsonl could not be read"
         empty = History(source="history.jsonl", events=(), ops=(), nemesis=())
         for name in params.checkers if params.checkers is not None else tuple(CHECKERS):
-            if name in JOURNAL_ONLY and journals:
+            if name in params.not_applicable:
+                checks.not_applicable[name] = params.not_applicable[name]
+            elif name in JOURNAL_ONLY and journals:
                 inp = CheckInput(history=empty, model=params.model or "register", journals=journals)
                 checks.verdicts[name] = distrust(run_checker(name, inp), [reason, *journal_errors])
             else:
@@ -217,7 +230,10 @@ def run_level_checks(
         max_states=max_states,
         final_after=params.final_after,
     )
+    checks.not_applicable = {**observed_not_applicable(history, journals), **params.not_applicable}
     for name in params.checkers if params.checkers is not None else applicable(inp):
+        if name in checks.not_applicable:
+            continue
         checker = CHECKERS.get(name)
         if checker is None:
             checks.verdicts[name] = Verdict(
@@ -300,46 +316,6 @@ def check_key(
     }
 
 
-def linearizability_task(
-    models: Mapping[tuple[str, str], str], timeout_s: float | None = None, max_states: int | None = None
-) -> Callable[[Any], Any]:
-    """The ``applyInArrow`` function over one (test, run, key) group of ``operations`` rows."""
-
-    def task(table: Any) -> Any:
-        import pyarrow as pa
-
-        rows = table.to_pylist()
-        first = rows[0]
-        test, run = first["test"], first["run"]
-        try:
-            result = check_key(
-                test,
-                run,
-                first["key_json"],
-                (operation_from_row(r) for r in rows),
-                models[(test, run)],
-                timeout_s=timeout_s,
-                max_states=max_states,
-            )
-        except Exception as exc:  # noqa: BLE001 - a key the task cannot check is unknown, not a failed job
-            verdict = Verdict(
-                UNKNOWN, f"linearizable could not check key {first['key_json']}: {type(exc).__name__}: {exc}"
-            )
-            result = {**verdict_row(test, run, LINEARIZABLE, verdict), "key_json": first["key_json"]}
-            result["first_id"] = min(r["id"] for r in rows)
-            del result["checker"]
-        return pa.Table.from_pylist([result], schema=_lin_schema())
-
-    return task
-
-
-def _lin_schema() -> Any:
-    import pyarrow as pa
-
-    kinds = {"string": pa.string(), "long": pa.int64()}
-    return pa.schema([(name, kinds[kind]) for name, kind in LIN_COLUMNS.items()])
-
-
 def merge_linearizability(model: str, keys: Sequence[Mapping[str, Any]]) -> Verdict:
     """The run's linearizability verdict from its per-key rows (``false`` beats ``unknown`` beats
     ``true``); the reported key is the first in invoke order, as the checker itself would report it."""
@@ -395,7 +371,9 @@ def results_document(
     if (input_errors or carried.get("error")) and valid is True:
         valid = UNKNOWN
     spec = json.loads(run_row["spec_json"]) if run_row.get("spec_json") else {}
-    stop = stop_of(spec, Path(run_row["path"]) / HISTORY) if spec and run_row.get("path") else None
+    # How the run stopped short, as the ingestion task read it from test.json and the history (it has the
+    # history's bytes, wherever the store is: harness.lifecycle.stop_of).
+    stop = run_row.get("interrupted")
     if stop is not None and valid is True:
         valid = UNKNOWN  # a run cut short is never valid (harness.lifecycle)
     document: dict[str, Any] = {
@@ -418,5 +396,7 @@ def results_document(
         document["input_errors"] = [dict(e) for e in input_errors]
     document.update(carried)
     if stop is not None:
-        document["interrupted"] = stop.to_json()
+        document["interrupted"] = dict(stop)
+    if run_row.get("not_applicable"):
+        document["not_applicable"] = dict(run_row["not_applicable"])
     return document

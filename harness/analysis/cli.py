@@ -3,10 +3,12 @@
     harness analyze PATH... [--spark-master URL] [--spark-conf KEY=VALUE]... [--store DIR] [--summary]
                             [--key-timeout S] [--quiet]
     harness analyze --summary [--store DIR]
-    harness suite SUITE.toml [--store DIR] [--junit PATH] [--list] [--spark-master URL] [--quiet]
+    harness suite SUITE.toml [--store DIR] [--junit PATH] [--list] [--jobs N] [--spark-master URL] [--quiet]
 
-``PATH`` is a run directory (``store/latest``), a suite directory or a whole store. The master comes
-from ``--spark-master``, else ``$SPARK_MASTER``, else ``local[*]``.
+``PATH`` is a run directory (``store/latest``), a suite directory or a whole store: a plain path, or a
+URL of any filesystem Spark reads (``file:///shared/store``, ``hdfs://namenode:8020/store``; see
+:mod:`harness.analysis.storage`), as is ``--store`` of ``analyze``. The master comes from
+``--spark-master``, else ``$SPARK_MASTER``, else ``local[*]``.
 
 Exit codes (ARCHITECTURE.md): analyze: 0 every run valid, 1 any invalid, 2 any unknown and none
 invalid; suite: 1 an unexpected anomaly or a missed known bug, else 2 an unknown or crashed run, else 0;
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 import shutil
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from rich.console import Console
@@ -34,12 +36,21 @@ from harness.analysis.discovery import DiscoveryError, find_runs
 from harness.analysis.pipeline import DEFAULT_KEY_TIMEOUT_S, Analysis, AnalysisOptions, analyze
 from harness.analysis.progress import ConsoleProgress, Progress, SilentProgress
 from harness.analysis.spark import SparkUnavailable, preflight, resolve_master, spark_session
+from harness.analysis.storage import (
+    HadoopStorage,
+    LocalStorage,
+    Storage,
+    StorageError,
+    is_url,
+    split_url,
+)
 from harness.analysis.summary import SummaryError, render_summary, summarize, write_summary
 from harness.subcommand import (
     EXIT_BAD_CONFIG,
     VERDICT_WORDS,
     CommandParser,
     UsageError,
+    count,
     run_command,
     seconds_or_no_limit,
 )
@@ -48,6 +59,8 @@ from harness.subcommand import (
 STYLES = {True: "green", False: "bold red", UNKNOWN: "yellow"}
 # Above this many runs, only the runs that are not valid get a line of their own.
 LIST_ALL_UP_TO = 40
+# The most cases `harness suite --jobs` runs at once: each is a whole cluster of containers.
+MAX_JOBS = 16
 
 
 def key_timeout(option: float | None, default: float | None = DEFAULT_KEY_TIMEOUT_S) -> float | None:
@@ -92,12 +105,16 @@ def add_analyze_parser(subparsers: Any) -> argparse.ArgumentParser:
         "1 invalid, 2 unknown, 254 bad input.",
     )
     parser.add_argument(
-        "paths", nargs="*", metavar="PATH", help="run directories, suite directories or stores"
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="run directories, suite directories or stores: paths, or URLs of any filesystem Spark reads "
+        "(file:///shared/store, hdfs://namenode:8020/store)",
     )
     parser.add_argument(
         "--store",
         default=None,
-        metavar="DIR",
+        metavar="DIR|URL",
         help="the store whose dataset receives the runs (default: the runs' own store; ./store for --summary)",
     )
     parser.add_argument(
@@ -115,9 +132,10 @@ def add_suite_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "suite",
         help="run a matrix of tests from a TOML file, analyse them together, write junit.xml",
-        description="Run every test of a suite file one after another, analyse them in one Spark job, and "
-        "write suite.json, summary.json and junit.xml under store/suites/<name>/<time>/. Exit 0 all as "
-        "expected, 1 an anomaly or a missed known bug, 2 unknown, 254 a bad suite file.",
+        description="Run every test of a suite file (one after another, or --jobs N at once), analyse them "
+        "in one Spark job, and write suite.json, summary.json and junit.xml under "
+        "store/suites/<name>/<time>/. Exit 0 all as expected, 1 an anomaly or a missed known bug, "
+        "2 unknown, 254 a bad suite file.",
     )
     parser.add_argument("suite_file", metavar="SUITE.toml", help="the suite file (see suites/)")
     parser.add_argument(
@@ -125,6 +143,14 @@ def add_suite_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--junit", default=None, metavar="PATH", help="also copy junit.xml here (for CI)")
     parser.add_argument("--list", action="store_true", help="print the expanded runs and exit")
+    parser.add_argument(
+        "--jobs",
+        type=count,
+        default=1,
+        metavar="N",
+        help=f"run up to N cases at once, each in a process of its own with its own network (default 1; "
+        f"at most {MAX_JOBS})",
+    )
     _spark_options(parser)
     parser.set_defaults(handler=cmd_suite)
     return parser
@@ -148,8 +174,9 @@ def _verdict(valid: Valid) -> Text:
     return Text(VERDICT_WORDS.get(valid, str(valid)), style=STYLES.get(valid, ""))
 
 
-def print_analysis(analysis: Analysis, console: Console) -> None:
-    """One line per run (or per run that is not valid, for big batches) and the totals."""
+def print_analysis(analysis: Analysis, console: Console, store: str | None = None) -> None:
+    """One line per run (or per run that is not valid, for big batches) and the totals; ``store`` is
+    the store as the user named it (a URL for one reached through Hadoop)."""
     outcomes = sorted(analysis.outcomes, key=lambda o: (o.run.test, o.run.run))
     shown = outcomes if len(outcomes) <= LIST_ALL_UP_TO else [o for o in outcomes if o.valid is not True]
     if shown:
@@ -184,13 +211,37 @@ def print_analysis(analysis: Analysis, console: Console) -> None:
             ("verdict ", "bold"),
             _verdict(analysis.valid),
             f"   {len(outcomes)} runs: {counts[True]} valid, {counts[False]} invalid, {counts[UNKNOWN]} unknown; "
-            f"{analysis.operations} operations; results.json in each run, dataset in {analysis.store}/dataset",
-        )
+            f"{analysis.operations} operations; results.json in each run, dataset in "
+            f"{store or analysis.store}/dataset",
+        ),
+        highlight=False,
     )
 
 
+def _remote_root(paths: Sequence[str], store: str | None) -> str | None:
+    """The filesystem of the URLs among ``paths`` and ``store`` (``hdfs://nn:8020``, ``file://``), or
+    ``None`` when all are plain paths. Raises :class:`UsageError` for a mix, or URLs of two filesystems."""
+    given = [*paths, *([store] if store else [])]
+    urls = [text for text in given if is_url(text)]
+    if not urls:
+        return None
+    if len(urls) != len(given):
+        raise UsageError(
+            "give either plain paths or URLs (file:///..., hdfs://...), not both; a store named by URL "
+            "needs its runs named by URL too"
+        )
+    roots = {split_url(url)[0] for url in urls}
+    if len(roots) > 1:
+        raise UsageError(f"the URLs name {len(roots)} filesystems ({', '.join(sorted(roots))}); analyse one store at a time")
+    return roots.pop()
+
+
 def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int:
-    """``harness analyze``: returns the exit code; bad input is one sentence on ``err`` and 254."""
+    """``harness analyze``: returns the exit code; bad input is one sentence on ``err`` and 254.
+
+    Plain paths are found before Spark starts (a wrong path costs no JVM); URLs are found through the
+    Hadoop filesystem layer of the session, so Spark starts first.
+    """
     try:
         if not args.paths and not args.summary:
             raise UsageError(
@@ -199,29 +250,57 @@ def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int
             )
         conf = parse_spark_conf(args.spark_conf)
         master = resolve_master(args.spark_master)
-        selection = find_runs(args.paths, args.store) if args.paths else None
-        store = selection.store if selection else Path(args.store or "store")
-        if selection is None and not store.is_dir():
-            raise UsageError(f"{store}: no such store; pass --store DIR")
+        remote = _remote_root(args.paths, args.store)
+        selection = None
+        if remote is None:
+            selection = find_runs(args.paths, args.store) if args.paths else None
+            store: PurePath = selection.store if selection else Path(args.store or "store")
+            if selection is None and not Path(store).is_dir():
+                raise UsageError(f"{store}: no such store; pass --store DIR")
         progress = _progress(args, err)
         analysis = None
         with spark_session(master, conf) as spark:
+            storage: Storage = LocalStorage() if remote is None else HadoopStorage(spark, remote)
+            if remote is not None:
+                selection = find_runs(args.paths, args.store, storage) if args.paths else None
+                store = selection.store if selection else split_url(args.store)[1]
             if selection is not None:
                 analysis = analyze(
                     spark, selection, AnalysisOptions(key_timeout_s=key_timeout(args.key_timeout)), progress
                 )
             if args.summary:
-                summary = summarize(spark, store)
-                path = write_summary(store, summary)
+                summary = summarize(spark, store, storage)
+                path = write_summary(store, summary, storage)
         if analysis is not None:
-            print_analysis(analysis, console)
+            print_analysis(analysis, console, storage.display(analysis.store))
+            if analysis.reports_skipped:
+                console.print(analysis.reports_skipped, highlight=False)
         if args.summary:
             render_summary(summary, console)
-            console.print(f"summary written to {path}")
+            console.print(f"summary written to {storage.display(path)}", highlight=False)
         return analysis.exit_code if analysis is not None else 0
-    except (UsageError, DiscoveryError, SparkUnavailable, SummaryError) as exc:
+    except (UsageError, DiscoveryError, SparkUnavailable, SummaryError, StorageError) as exc:
         err.print(f"harness analyze: {exc}", markup=False, highlight=False)
         return EXIT_BAD_CONFIG
+
+
+def print_suite(result: Any, console: Console) -> None:
+    """One line per case of a finished suite (a :class:`harness.suite.SuiteResult`): its expectation,
+    verdict, status and the first thing that went wrong (a crashed run's cause comes first)."""
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("run", "expect", "verdict", "status", "what failed"):
+        table.add_column(column)
+    for outcome in result.outcomes:
+        status_style = {"passed": "green", "failed": "bold red", "error": "yellow"}[outcome.status]
+        first = next(iter(outcome.failed_checkers.items()), None)
+        table.add_row(
+            outcome.case.name,
+            outcome.case.expect,
+            _verdict(outcome.valid),
+            Text(outcome.status, style=status_style),
+            Text("" if first is None else f"{first[0]}: {first[1]}"),
+        )
+    console.print(table)
 
 
 def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
@@ -229,6 +308,16 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
     from harness.suite import SuiteError, dumps_case_list, load_suite, run_suite, with_store
 
     try:
+        if args.store and is_url(args.store):
+            raise UsageError(
+                f"--store {args.store}: a suite's runs are written by the controller on this machine, so its "
+                "store is a directory here (a shared filesystem mounted here works); analyse a store "
+                "elsewhere with harness analyze URL"
+            )
+        if args.jobs > MAX_JOBS:
+            raise UsageError(
+                f"--jobs {args.jobs}: at most {MAX_JOBS} cases at once (each is a cluster of containers)"
+            )
         suite = with_store(load_suite(args.suite_file), args.store)
         if args.list:
             console.print(dumps_case_list(suite), markup=False, highlight=False)
@@ -248,22 +337,9 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
             analysis = analyze(spark, selection, options, progress)
         return {o.run.path: (o.valid, o.failed_checkers()) for o in analysis.outcomes}
 
-    result = run_suite(suite, analyse=analyse, progress=progress)
+    result = run_suite(suite, analyse=analyse, progress=progress, jobs=args.jobs)
     progress.close()
-    table = Table(show_edge=False, pad_edge=False)
-    for column in ("run", "expect", "verdict", "status", "what failed"):
-        table.add_column(column)
-    for outcome in result.outcomes:
-        status_style = {"passed": "green", "failed": "bold red", "error": "yellow"}[outcome.status]
-        first = next(iter(outcome.failed_checkers.items()), None)
-        table.add_row(
-            outcome.case.name,
-            outcome.case.expect,
-            _verdict(outcome.valid),
-            Text(outcome.status, style=status_style),
-            Text("" if first is None else f"{first[0]}: {first[1]}"),
-        )
-    console.print(table)
+    print_suite(result, console)
     counts = result.counts()
     junit = result.directory / "junit.xml"
     if args.junit:

@@ -10,7 +10,12 @@ Layout, under the store (beside the run directories of FORMATS.md's "Store layou
 
 Every table is partitioned by ``test`` and ``run`` (the two path components of a run directory), so a
 query over one night or one test reads only its directories, and re-analysing a run replaces exactly its
-partitions (:func:`write_tables`): no duplicates, whatever was there before. Values of the system under
+partitions (:func:`clear_runs`, then :func:`write_partition`): no duplicates, whatever was there before.
+Each partition is one Parquet file, ``part-00000.parquet``, encoded with pyarrow (:func:`parquet_bytes`:
+by the ingestion tasks for ``operations`` and ``journal``, by the driver for ``runs`` and ``verdicts``)
+and written through the store's :class:`~harness.analysis.storage.Storage`; the directories are named as
+Spark names partitions (:func:`escape_partition_value`), so Spark, pandas and DuckDB read them alike,
+and so do partitions Spark itself wrote in earlier versions. Values of the system under
 test whose JSON type varies (keys, values, outputs, counterexamples) are stored as JSON text in ``*_json``
 columns; a readable ``key`` column sits beside ``key_json``. Times are nanoseconds since the test
 started (``*_ns``), as in the history. Three-valued validity is the text ``true``, ``false`` or
@@ -19,13 +24,14 @@ started (``*_ns``), as in the history. Three-valued validity is the text ``true`
 
 from __future__ import annotations
 
-import shutil
+import io
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from checkers.verdict import UNKNOWN, Valid
+from harness.analysis.storage import LocalStorage, Storage
 from harness.store import DATASET_DIR, SUITES_DIR  # noqa: F401 - SUITES_DIR: harness.suite imports it from here
 
 if TYPE_CHECKING:
@@ -33,6 +39,7 @@ if TYPE_CHECKING:
 
 SUMMARY_FILE = "summary.json"
 PARTITION_COLUMNS = ("test", "run")
+PART_FILE = "part-00000.parquet"
 
 # Column name -> Spark SQL type, in file order; the partition columns come first here and are moved to
 # the directory names on write.
@@ -129,70 +136,105 @@ def valid_value(text: str | None) -> Valid:
     return True if text == "true" else False if text == "false" else UNKNOWN
 
 
-def dataset_dir(store: Path) -> Path:
-    return Path(store) / DATASET_DIR
+def dataset_dir(store: PurePath) -> PurePath:
+    return store / DATASET_DIR
 
 
-def table_dir(store: Path, table: str) -> Path:
+def table_dir(store: PurePath, table: str) -> PurePath:
     return dataset_dir(store) / table
 
 
-def _partition_value(directory: Path, column: str) -> str | None:
+# Characters Spark escapes as %XX in partition directory names (its ``ExternalCatalogUtils``): the
+# dataset's directories are named as Spark would name them, so Spark, pandas and DuckDB read the same
+# partition values back.
+_ESCAPED = frozenset('"#%\'*/:=?\\\x7f{[]^') | frozenset(chr(c) for c in range(0x01, 0x20))
+
+
+def escape_partition_value(value: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+def partition_dir(store: PurePath, table: str, test: str, run: str) -> PurePath:
+    """``store/dataset/<table>/test=<test>/run=<run>``, escaped as Spark escapes partition values."""
+    return table_dir(store, table) / f"test={escape_partition_value(test)}" / f"run={escape_partition_value(run)}"
+
+
+def _partition_value(name: str, column: str) -> str | None:
     prefix = f"{column}="
-    if not directory.name.startswith(prefix):
+    if not name.startswith(prefix):
         return None
-    return unquote(directory.name[len(prefix) :])  # Spark escapes some characters as %XX
+    return unquote(name[len(prefix) :])  # Spark escapes some characters as %XX
 
 
-def clear_runs(store: Path, table: str, runs: Iterable[tuple[str, str]]) -> int:
+def arrow_schema(table: str) -> Any:
+    """A table's columns in its files (the partition columns are directory names, not columns)."""
+    import pyarrow as pa
+
+    kinds = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}
+    return pa.schema(
+        [(name, kinds[kind]) for name, kind in TABLES[table].items() if name not in PARTITION_COLUMNS]
+    )
+
+
+def parquet_bytes(table: str, columns: Mapping[str, list[Any]]) -> bytes:
+    """One Parquet file of ``table`` from its columns (column -> values; the partition columns, if
+    given, are left out), as Spark would write it: snappy-compressed, one row group per 1M rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = arrow_schema(table)
+    arrays = [pa.array(columns.get(field.name) or [None] * _rows(columns), field.type) for field in schema]
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), buffer, compression="snappy")
+    return buffer.getvalue()
+
+
+def _rows(columns: Mapping[str, list[Any]]) -> int:
+    return max((len(values) for values in columns.values()), default=0)
+
+
+def rows_columns(table: str, rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Rows (dicts) of ``table`` as its columns."""
+    names = [name for name in TABLES[table] if name not in PARTITION_COLUMNS]
+    columns: dict[str, list[Any]] = {name: [] for name in names}
+    for row in rows:
+        for name in names:
+            columns[name].append(row.get(name))
+    return columns
+
+
+def clear_runs(storage: Storage, store: PurePath, table: str, runs: Iterable[tuple[str, str]]) -> int:
     """Delete the partitions of ``runs`` ((test, run) pairs) from ``table``; return how many existed.
 
     Done before a run's rows are written again, so that re-analysis replaces them even when the new
     analysis yields no rows for that table (a history that became unreadable has no operations).
     """
-    wanted = set(runs)
-    root = table_dir(store, table)
-    if not root.is_dir():
-        return 0
     removed = 0
-    for test_dir in root.iterdir():
-        test = _partition_value(test_dir, "test")
-        if test is None or not test_dir.is_dir():
-            continue
-        for run_dir in test_dir.iterdir():
-            run = _partition_value(run_dir, "run")
-            if run is not None and (test, run) in wanted:
-                shutil.rmtree(run_dir)
-                removed += 1
-        if not any(test_dir.iterdir()):
-            test_dir.rmdir()
+    tests: set[PurePath] = set()
+    for test, run in runs:
+        directory = partition_dir(store, table, test, run)
+        if storage.is_dir(directory):
+            storage.remove(directory)
+            removed += 1
+            tests.add(directory.parent)
+    for test_dir in tests:
+        if not storage.list_dir(test_dir):
+            storage.remove(test_dir)
     return removed
 
 
-def write_table(store: Path, table: str, frame: DataFrame, runs: Iterable[tuple[str, str]]) -> None:
-    """Replace the partitions of ``runs`` in ``table`` with the rows of ``frame``.
-
-    No shuffle: the pipeline's frames come partitioned by run (one ingestion task per run, or a few runs
-    per task), so each task writes one file per run it holds.
-    """
-    columns = list(TABLES[table])
-    clear_runs(store, table, runs)
-    frame.select(*columns).write.mode("append").partitionBy(*PARTITION_COLUMNS).parquet(
-        str(table_dir(store, table))
-    )
+def write_partition(storage: Storage, store: PurePath, table: str, test: str, run: str, data: bytes) -> PurePath:
+    """Write one run's Parquet file of ``table`` (``part-00000.parquet`` in its partition directory)."""
+    path = partition_dir(store, table, test, run) / PART_FILE
+    storage.write_bytes(path, data)
+    return path
 
 
-def read_table(spark: SparkSession, store: Path, table: str) -> DataFrame | None:
+def read_table(spark: SparkSession, store: PurePath, table: str, storage: Storage | None = None) -> DataFrame | None:
     """The whole table (all runs analysed so far), or ``None`` when nothing was written yet."""
+    storage = storage or LocalStorage()
     root = table_dir(store, table)
-    if not root.is_dir() or not any(root.glob("test=*/run=*/*.parquet")):
+    if not any(is_dir for _name, is_dir in storage.list_dir(root)):
         return None
-    return spark.read.schema(ddl(TABLES[table])).option("basePath", str(root)).parquet(str(root))
-
-
-def rows_frame(spark: SparkSession, table: str, rows: list[Mapping[str, Any]]) -> DataFrame:
-    """A small table built on the driver (runs, verdicts) as a DataFrame with the table's schema."""
-    columns = list(TABLES[table])
-    return spark.createDataFrame(
-        [tuple(row.get(c) for c in columns) for row in rows], ddl(TABLES[table])
-    ).coalesce(1)
+    uri = storage.uri(root)
+    return spark.read.schema(ddl(TABLES[table])).option("basePath", uri).parquet(uri)

@@ -8,6 +8,9 @@ store. Anything else is walked for both, skipping the dataset and ``latest``.
 Every run knows its store (``<store>/<test-name>/<timestamp>``, so two levels up, unless ``--store``
 says otherwise) and, when a suite ran it, the suite's name and night: the nightly trend groups runs by
 the night their suite started, even when a suite runs past midnight.
+
+The store is a local directory or any filesystem Spark reaches (:mod:`harness.analysis.storage`); every
+look at it goes through the selection's :class:`~harness.analysis.storage.Storage`.
 """
 
 from __future__ import annotations
@@ -15,12 +18,23 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any
 
-from harness.store import DATASET_DIR, LATEST, SUITE_JSON, SUITES_DIR, TEST_JSON, TIMESTAMP_FORMAT
+from harness.analysis.storage import LocalStorage, Storage, StorageError, is_url, split_url
+from harness.store import (
+    DATASET_DIR,
+    HISTORY,
+    JOURNAL,
+    LATEST,
+    NODES,
+    SUITE_JSON,
+    SUITES_DIR,
+    TEST_JSON,
+    TIMESTAMP_FORMAT,
+)
 
 
 class DiscoveryError(ValueError):
@@ -29,16 +43,17 @@ class DiscoveryError(ValueError):
 
 @dataclass(frozen=True)
 class StoredRun:
-    """One run directory and where it sits: ``store/<test>/<run>``."""
+    """One run directory and where it sits: ``store/<test>/<run>`` (a ``Path`` for a local store, the
+    URL's path for one reached through Hadoop)."""
 
-    path: Path
+    path: PurePath
     test: str
     run: str
     suite: str | None = None
     night: str | None = None
 
     @property
-    def store(self) -> Path:
+    def store(self) -> PurePath:
         return self.path.parent.parent
 
     @property
@@ -61,32 +76,47 @@ class StoredRun:
 
 @dataclass(frozen=True)
 class RunSelection:
-    """The runs to analyse, in (test, run) order, and the store whose dataset receives them."""
+    """The runs to analyse, in (test, run) order, the store whose dataset receives them, and the storage
+    both are on."""
 
-    store: Path
+    store: PurePath
     runs: tuple[StoredRun, ...]
+    storage: Storage = field(default_factory=LocalStorage)
 
 
-def _is_run(directory: Path) -> bool:
-    return (directory / TEST_JSON).is_file()
+def _is_run(storage: Storage, directory: PurePath) -> bool:
+    return storage.is_file(directory / TEST_JSON)
 
 
-def _is_suite(directory: Path) -> bool:
-    return (directory / SUITE_JSON).is_file()
+def _is_suite(storage: Storage, directory: PurePath) -> bool:
+    return storage.is_file(directory / SUITE_JSON)
 
 
-def _run_at(directory: Path) -> StoredRun:
-    directory = directory.resolve()
+def _run_at(directory: PurePath) -> StoredRun:
     return StoredRun(path=directory, test=directory.parent.name, run=directory.name)
 
 
-def read_suite(directory: Path) -> dict[str, Any]:
+def run_files(storage: Storage, run: StoredRun) -> list[tuple[PurePath, int]]:
+    """The files of a run the analysis reads, with their sizes: ``test.json``, ``history.jsonl`` if there
+    is one, and every ``nodes/<node>/journal.jsonl``."""
+    candidates = [run.path / TEST_JSON, run.path / HISTORY]
+    candidates += [
+        run.path / NODES / node / JOURNAL for node, is_dir in storage.list_dir(run.path / NODES) if is_dir
+    ]
+    sized = ((path, storage.size(path)) for path in candidates)
+    return [(path, size) for path, size in sized if size is not None]
+
+
+def read_suite(directory: PurePath, storage: Storage | None = None) -> dict[str, Any]:
     """``suite.json`` of a suite directory (raises :class:`DiscoveryError` when it cannot be read)."""
+    storage = storage or LocalStorage()
     path = directory / SUITE_JSON
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DiscoveryError(f"{path}: cannot read the suite's record ({exc}); re-run the suite") from None
+        data = json.loads(storage.read_bytes(path).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, StorageError) as exc:
+        raise DiscoveryError(
+            f"{storage.display(path)}: cannot read the suite's record ({exc}); re-run the suite"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise DiscoveryError(
             f"{path}: no 'runs' list; this is not a suite directory written by harness suite"
@@ -94,7 +124,7 @@ def read_suite(directory: Path) -> dict[str, Any]:
     return data
 
 
-def suite_night(suite: Mapping[str, Any], directory: Path) -> str | None:
+def suite_night(suite: Mapping[str, Any], directory: PurePath) -> str | None:
     started = str(suite.get("started") or directory.name)
     try:
         return datetime.strptime(started[:15], TIMESTAMP_FORMAT).strftime("%Y-%m-%d")
@@ -102,9 +132,9 @@ def suite_night(suite: Mapping[str, Any], directory: Path) -> str | None:
         return None
 
 
-def _suite_runs(directory: Path) -> list[StoredRun]:
-    suite = read_suite(directory)
-    store = directory.resolve().parent.parent.parent
+def _suite_runs(storage: Storage, directory: PurePath) -> list[StoredRun]:
+    suite = read_suite(directory, storage)
+    store = directory.parent.parent.parent
     name = str(suite.get("name") or directory.parent.name)
     night = suite_night(suite, directory)
     runs = []
@@ -112,87 +142,128 @@ def _suite_runs(directory: Path) -> list[StoredRun]:
         relative = entry.get("path") if isinstance(entry, dict) else entry
         if not relative:
             continue  # a run that crashed before the store made its directory
-        path = store / relative
-        if _is_run(path):
+        path = _normal(storage, store / relative)
+        if _is_run(storage, path):
             runs.append(replace(_run_at(path), suite=name, night=night))
     return runs
 
 
-def _walk(root: Path) -> Iterable[StoredRun]:
-    for current, directories, _files in os.walk(root):
-        here = Path(current)
-        if _is_run(here):
-            directories.clear()
-            yield _run_at(here)
-            continue
-        if _is_suite(here):
-            directories.clear()
-            yield from _suite_runs(here)
-            continue
-        directories[:] = sorted(
-            d for d in directories if d not in (DATASET_DIR, LATEST) and not d.startswith((".", "_"))
-        )
+def _walk(storage: Storage, root: PurePath) -> Iterable[StoredRun]:
+    if _is_run(storage, root):
+        yield _run_at(root)
+        return
+    if _is_suite(storage, root):
+        yield from _suite_runs(storage, root)
+        return
+    for name, is_dir in storage.list_dir(root):
+        if is_dir and name not in (DATASET_DIR, LATEST) and not name.startswith((".", "_")):
+            yield from _walk(storage, root / name)
 
 
-def suite_memberships(store: Path) -> dict[Path, tuple[str, str | None]]:
+def suite_memberships(store: PurePath, storage: Storage | None = None) -> dict[PurePath, tuple[str, str | None]]:
     """Run directory -> (suite name, night), from every ``suite.json`` under ``store/suites``."""
-    found: dict[Path, tuple[str, str | None]] = {}
+    storage = storage or LocalStorage()
+    found: dict[PurePath, tuple[str, str | None]] = {}
     suites = store / SUITES_DIR
-    if not suites.is_dir():
-        return found
-    for path in sorted(suites.glob(f"*/*/{SUITE_JSON}")):
-        try:
-            for run in _suite_runs(path.parent):
-                found[run.path] = (run.suite or "", run.night)
-        except DiscoveryError:
-            continue  # one damaged suite record does not hide the others' runs
+    for name, is_dir in storage.list_dir(suites):
+        if not is_dir:
+            continue
+        for started, is_suite_dir in storage.list_dir(suites / name):
+            directory = suites / name / started
+            if not is_suite_dir or not _is_suite(storage, directory):
+                continue
+            try:
+                for run in _suite_runs(storage, directory):
+                    found[run.path] = (run.suite or "", run.night)
+            except DiscoveryError:
+                continue  # one damaged suite record does not hide the others' runs
     return found
 
 
+def _normal(storage: Storage, path: PurePath) -> PurePath:
+    """A path on this machine resolved (symlinks such as ``store/latest`` followed, ``file://`` URLs
+    too); any other normalised."""
+    local = storage.local(path)
+    if local is not None:
+        resolved = local.resolve()
+        return resolved if isinstance(storage, LocalStorage) else PurePosixPath(resolved)
+    return PurePosixPath(os.path.normpath(str(path)))
+
+
+def _location(storage: Storage, given: str | os.PathLike[str] | PurePath) -> PurePath:
+    """A path or URL the user gave, as a path of ``storage``. Raises :class:`DiscoveryError`."""
+    if isinstance(storage, LocalStorage):
+        if isinstance(given, str) and is_url(given):
+            raise DiscoveryError(f"{given} is a URL: analyse URLs and plain paths separately")
+        return Path(given).resolve()
+    if isinstance(given, str) and is_url(given):
+        try:
+            root, path = split_url(given)
+        except StorageError as exc:
+            raise DiscoveryError(str(exc)) from None
+        if root != getattr(storage, "root", root):
+            raise DiscoveryError(
+                f"{given} is on another filesystem than {storage.display(PurePosixPath('/'))}; analyse one "
+                "store at a time"
+            )
+        return path
+    if isinstance(given, PurePosixPath):
+        return given
+    raise DiscoveryError(f"{given} is a plain path: analyse URLs and plain paths separately")
+
+
 def find_runs(
-    paths: Iterable[str | os.PathLike[str]], store: str | os.PathLike[str] | None = None
+    paths: Iterable[str | os.PathLike[str] | PurePath],
+    store: str | os.PathLike[str] | PurePath | None = None,
+    storage: Storage | None = None,
 ) -> RunSelection:
-    """The runs under ``paths`` (run, suite or store directories). Raises :class:`DiscoveryError`."""
-    found: dict[Path, StoredRun] = {}
-    given = [Path(p) for p in paths]
+    """The runs under ``paths`` (run, suite or store directories: plain paths with the default local
+    storage, URLs with a :class:`~harness.analysis.storage.HadoopStorage`). Raises
+    :class:`DiscoveryError`."""
+    storage = storage or LocalStorage()
+    found: dict[PurePath, StoredRun] = {}
+    given = list(paths)
     if not given:
         raise DiscoveryError("no path given; name run directories, suite directories or a store")
-    for path in given:
-        if not path.exists():
-            raise DiscoveryError(
-                f"{path}: no such directory; give a run directory, a suite directory or a store"
-            )
-        if not path.is_dir():
-            raise DiscoveryError(f"{path} is a file; give the run directory that holds it")
-        if _is_run(path):
-            runs: Iterable[StoredRun] = [_run_at(path)]
-        elif _is_suite(path):
-            runs = _suite_runs(path)
-        else:
-            runs = list(_walk(path.resolve()))
-            if not runs:
+    for text in given:
+        path = _location(storage, text)
+        shown = storage.display(path)
+        try:
+            is_dir = storage.is_dir(path)
+            if not is_dir and storage.is_file(path):
+                raise DiscoveryError(f"{shown} is a file; give the run directory that holds it")
+            if not is_dir:
                 raise DiscoveryError(
-                    f"{path} holds no stored run (no directory with {TEST_JSON} in it); give a run "
-                    "directory such as store/latest, a suite directory, or a store with runs"
+                    f"{shown}: no such directory; give a run directory, a suite directory or a store"
                 )
+            runs = list(_walk(storage, _normal(storage, path)))
+        except StorageError as exc:
+            raise DiscoveryError(str(exc)) from None
+        if not runs:
+            raise DiscoveryError(
+                f"{shown} holds no stored run (no directory with {TEST_JSON} in it); give a run "
+                "directory such as store/latest, a suite directory, or a store with runs"
+            )
         for run in runs:
             if run.path not in found or run.suite:
                 found[run.path] = run
     if store is not None:
-        root = Path(store).resolve()
+        root = _location(storage, store)
     else:
-        roots = sorted({run.store for run in found.values()})
+        roots = sorted({run.store for run in found.values()}, key=str)
         if len(roots) > 1:
-            listed = ", ".join(str(r) for r in roots[:3])
+            listed = ", ".join(storage.display(r) for r in roots[:3])
             raise DiscoveryError(
                 f"the runs come from more than one store ({listed}); analyse one store at a time or pass --store"
             )
         root = roots[0]
-    memberships = suite_memberships(root)
+    memberships = suite_memberships(root, storage)
     runs_out = []
     for run in found.values():
         if run.suite is None and run.path in memberships:
             suite, night = memberships[run.path]
             run = replace(run, suite=suite, night=night)
         runs_out.append(run)
-    return RunSelection(store=root, runs=tuple(sorted(runs_out, key=lambda r: (r.test, r.run))))
+    return RunSelection(
+        store=root, runs=tuple(sorted(runs_out, key=lambda r: (r.test, r.run))), storage=storage
+    )

@@ -1,15 +1,29 @@
-"""Ingestion: one stored run's files into rows of the dataset's tables, inside a Spark task.
+"""Ingestion: one stored run's files into verdicts and dataset files, inside a Spark task.
 
-:func:`read_run` is plain Python: it reads ``test.json``, validates ``history.jsonl`` and every
-``nodes/<node>/journal.jsonl`` with :mod:`checkers.history`, runs the run-level checkers
-(:func:`harness.analysis.checks.run_level_checks`) on what it parsed, and returns the rows. Parsing once
-and checking in the same task matters: the durability checker reads raw history events, which no table
-keeps, and a 1,000,000-operation history takes seconds to parse.
+The files reach the task through Spark's own reader (``binaryFile``, the Hadoop filesystem layer: local
+disks, a shared mount, HDFS, object storage), each run's files whole in one partition;
+:func:`ingest_task` is the ``mapInArrow`` function over such a partition (one run, or a pack of small
+ones). :func:`read_run_files` is plain Python: it reads
+``test.json``, validates ``history.jsonl`` and every ``nodes/<node>/journal.jsonl`` with
+:mod:`checkers.history`, runs the run-level checkers (:func:`harness.analysis.checks.run_level_checks`)
+and, for runs small enough, linearizability key by key, on what it parsed. Parsing once and checking in
+the same task matters: the durability checker reads raw history events, which no table keeps, and a
+1,000,000-operation history takes seconds to parse.
 
-:func:`ingest_task` is the ``mapInArrow`` function around it: one input row per run, output rows of one
-*record* schema that carries every table's columns plus ``table`` saying which table a row belongs to
-(the other tables' columns are null, which Arrow stores for free). The pipeline caches that output once
-and selects each table from it, so no run is parsed twice.
+A big run (a history of :data:`SPLIT_FROM_BYTES` or more) is read by two tasks that can run on two
+cores at once: one as above but for linearizability, which :func:`linearizability_task_of` checks (with
+the ``operations`` table) from the history alone. Parsing the history twice costs less than waiting for
+one core to do everything: in a run of a million operations, parsing the history is about a quarter of
+the work, the journals another quarter, and linearizability with the operations table about as much as
+the other checkers with the journal table.
+
+What a task returns is few rows of one narrow schema (:data:`OUTPUT_COLUMNS`), ``kind`` saying what each
+is:
+
+* ``run``: the run's row of the ``runs`` table, as JSON (with the checkers left to the other task);
+* ``verdict``: one checker's verdict, as JSON;
+* ``table``: the run's part of the ``operations`` or ``journal`` table, as one Parquet file (``payload``)
+  that the driver writes into the dataset: the rows never cross into the JVM one by one.
 
 Malformed input never fails the task: a history or journal that does not parse becomes an *input
 error* (file relative to the run directory, 1-based line, reason), the run's verdict becomes unknown,
@@ -18,46 +32,58 @@ and the batch goes on.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 from checkers.history import (
     History,
     HistoryError,
     JournalEvent,
     Operation,
-    load_history,
-    load_journal,
+    parse_history,
+    parse_journal,
 )
 from checkers.leader import STATUS
 from checkers.registry import CHECKERS
 from checkers.verdict import UNKNOWN, Verdict
-from harness.analysis.checks import RunChecks, RunParams, run_level_checks, run_params
-from harness.analysis.dataset import JOURNAL, OPERATIONS, RUNS, VERDICTS
+from harness.analysis.checks import (
+    LINEARIZABLE,
+    RunChecks,
+    RunParams,
+    check_key,
+    merge_linearizability,
+    run_level_checks,
+    run_params,
+)
+from harness.analysis.dataset import JOURNAL, OPERATIONS, PARTITION_COLUMNS, parquet_bytes
 from harness.lifecycle import blame_the_stop, final_after_for, stop_of
 from harness.store import HISTORY, NODES, TEST_JSON
 from harness.store import JOURNAL as JOURNAL_FILE
 
-# Columns only the record schema has: checkers still to run in later Spark stages (comma-separated).
-PENDING = "pending"
-RECORD_COLUMNS: dict[str, str] = {"table": "string", PENDING: "string"}
-for _table in (RUNS, OPERATIONS, JOURNAL, VERDICTS):
-    for _name, _kind in _table.items():
-        if RECORD_COLUMNS.setdefault(_name, _kind) != _kind:
-            raise TypeError(f"column {_name} has two types in the dataset's tables")
-RUN_INPUT: dict[str, str] = {
-    "path": "string",
+# The rows a task returns (module docstring): what each is, whose it is, and its content.
+OUTPUT_COLUMNS: dict[str, str] = {
+    "kind": "string",
     "test": "string",
     "run": "string",
-    "suite": "string",
-    "night": "string",
+    "name": "string",  # checker (verdict), table (table)
+    "text": "string",  # JSON (run, verdict)
+    "payload": "binary",  # Parquet (table)
 }
-# Rows per Arrow batch handed back to Spark: bounds a task's memory on million-operation histories.
-BATCH_ROWS = 65_536
+RUN, VERDICT, TABLE = "run", "verdict", "table"
+# A history of at least this many bytes (about 40,000 operations) is checked for linearizability, and
+# its operations table made, by a task of its own (module docstring).
+SPLIT_FROM_BYTES = 8 << 20
+# The files of a run the tasks read, relative to the run directory (group 2), and the directory (group 1).
+RUN_FILE = re.compile(r"^(.*)/(test\.json|history\.jsonl|nodes/[^/]+/journal\.jsonl)$")
 
 
 @dataclass(frozen=True)
@@ -81,9 +107,10 @@ class InputError:
 
 @dataclass
 class RunRecords:
-    """What one run contributes to each table (column -> values), and its run-level verdicts."""
+    """What one run contributes: its ``runs`` row (``None`` from the linearizability task of a big run),
+    its operations and journal columns (column -> values), and its verdicts."""
 
-    run: dict[str, Any]
+    run: dict[str, Any] | None
     operations: dict[str, list[Any]]
     journal: dict[str, list[Any]]
     checks: RunChecks
@@ -123,47 +150,52 @@ class _KeyCache(dict):
         return found
 
 
-def _relative(path_text: str, run_dir: Path) -> str:
+def _lines(content: bytes, source: str) -> list[str]:
+    """A JSON-lines file's lines (FORMATS.md: UTF-8, one object per line, a final newline optional)."""
     try:
-        return str(Path(path_text).resolve().relative_to(run_dir))
-    except ValueError:
-        return path_text
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HistoryError(source, None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
 
 
-def _input_error(exc: HistoryError, run_dir: Path) -> InputError:
-    return InputError(file=_relative(exc.source, run_dir), line=exc.line, reason=exc.reason)
+def _input_error(exc: HistoryError) -> InputError:
+    return InputError(file=exc.source, line=exc.line, reason=exc.reason)
 
 
-def read_spec(run_dir: Path) -> tuple[dict[str, Any], InputError | None]:
-    path = run_dir / TEST_JSON
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+def read_spec(content: bytes | None) -> tuple[dict[str, Any], InputError | None]:
+    if content is None:
         return {}, InputError(TEST_JSON, None, "no such file")
+    try:
+        spec = json.loads(content.decode("utf-8"))
     except json.JSONDecodeError as exc:
         return {}, InputError(TEST_JSON, exc.lineno, f"bad JSON: {exc.msg}")
-    except (OSError, UnicodeDecodeError) as exc:
-        return {}, InputError(TEST_JSON, None, str(exc))
+    except UnicodeDecodeError as exc:
+        return {}, InputError(TEST_JSON, None, f"not UTF-8: {exc.reason} at byte {exc.start}")
     if not isinstance(spec, dict):
         return {}, InputError(TEST_JSON, 1, f"expected a JSON object, got {type(spec).__name__}")
     return spec, None
 
 
-def read_journals(run_dir: Path) -> tuple[dict[str, list[JournalEvent]], list[InputError]]:
-    """Every readable journal under ``nodes/``, and an input error for each one that is not."""
+def read_journals(files: Mapping[str, bytes]) -> tuple[dict[str, list[JournalEvent]], list[InputError]]:
+    """Every readable ``nodes/<node>/journal.jsonl`` of ``files``, and an input error for each that is not."""
     journals: dict[str, list[JournalEvent]] = {}
     errors: list[InputError] = []
-    for path in sorted((run_dir / NODES).glob(f"*/{JOURNAL_FILE}")):
-        try:
-            events = load_journal(path)
-        except HistoryError as exc:
-            errors.append(_input_error(exc, run_dir))
+    for name in sorted(files):
+        parts = name.split("/")
+        if len(parts) != 3 or parts[0] != NODES or parts[2] != JOURNAL_FILE:
             continue
-        node = events[0].node if events else path.parent.name
+        try:
+            events = parse_journal(_lines(files[name], name), name)
+        except HistoryError as exc:
+            errors.append(_input_error(exc))
+            continue
+        node = events[0].node if events else parts[1]
         if node in journals:
-            errors.append(
-                InputError(_relative(str(path), run_dir), None, f"a second journal for node {node!r}")
-            )
+            errors.append(InputError(name, None, f"a second journal for node {node!r}"))
             continue
         journals[node] = events
     return dict(sorted(journals.items())), errors
@@ -190,45 +222,53 @@ def run_stats(history: History | None) -> dict[str, Any]:
             "latency_p99_ms": None,
         }
     workload = [op for op in history.ops if op.f != STATUS]
-    ok = [op for op in workload if op.ok and op.ret is not None]
-    latencies = sorted(op.ret - op.call for op in ok)
+    latencies = sorted(op.ret - op.call for op in workload if op.type == "ok" and op.ret is not None)
     duration_ns = history.events[-1].time - history.events[0].time if history.events else 0
     duration_s = duration_ns / 1e9
     p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
     return {
         "ops": len(workload),
-        "ok_ops": len(ok),
+        "ok_ops": len(latencies),
         "nemesis_ops": len(history.nemesis),
         "duration_s": round(duration_s, 6),
-        "ops_per_s": round(len(ok) / duration_s, 3) if duration_s > 0 else None,
+        "ops_per_s": round(len(latencies) / duration_s, 3) if duration_s > 0 else None,
         "latency_p50_ms": None if p50 is None else p50 / 1e6,
         "latency_p99_ms": None if p99 is None else p99 / 1e6,
     }
 
 
-def _operation_columns(test: str, run: str, ops: Iterable[Operation], out: dict[str, list[Any]]) -> None:
+def _operation_columns(ops: Iterable[Operation], out: dict[str, list[Any]]) -> None:
+    """Append ``ops`` to the ``operations`` columns of ``out`` (the partition columns are not stored in
+    the files: they are the directory names)."""
     keys = _KeyCache()
+    columns = (
+        out["id"], out["process"], out["f"], out["key"], out["key_json"], out["value_json"],
+        out["output_json"], out["type"], out["call_ns"], out["ret_ns"], out["latency_ns"],
+        out["invoke_index"], out["complete_index"], out["node"], out["lsn_term"], out["lsn_seq"], out["error"],
+    )  # fmt: skip
+    appends = tuple(column.append for column in columns)
+    (id_, process, f, key, key_json, value, output, kind, call, ret, latency, invoke, complete, node,
+     lsn_term, lsn_seq, error) = appends  # fmt: skip
     for op in ops:
         text, encoded = keys.of(op.key)
-        out["test"].append(test)
-        out["run"].append(run)
-        out["id"].append(op.id)
-        out["process"].append(str(op.process))
-        out["f"].append(op.f)
-        out["key"].append(text)
-        out["key_json"].append(encoded)
-        out["value_json"].append(_json(op.value))
-        out["output_json"].append(_json(op.output))
-        out["type"].append(op.type)
-        out["call_ns"].append(op.call)
-        out["ret_ns"].append(op.ret)
-        out["latency_ns"].append(None if op.ret is None else op.ret - op.call)
-        out["invoke_index"].append(op.invoke_index)
-        out["complete_index"].append(op.complete_index)
-        out["node"].append(op.node)
-        out["lsn_term"].append(op.lsn[0] if op.lsn else None)
-        out["lsn_seq"].append(op.lsn[1] if op.lsn else None)
-        out["error"].append(op.error)
+        id_(op.id)
+        process(str(op.process))
+        f(op.f)
+        key(text)
+        key_json(encoded)
+        value(_json(op.value))
+        output(_json(op.output))
+        kind(op.type)
+        call(op.call)
+        ret(op.ret)
+        latency(None if op.ret is None else op.ret - op.call)
+        invoke(op.invoke_index)
+        complete(op.complete_index)
+        node(op.node)
+        lsn = op.lsn
+        lsn_term(lsn[0] if lsn else None)
+        lsn_seq(lsn[1] if lsn else None)
+        error(op.error)
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -241,63 +281,78 @@ def _long(value: Any) -> int | None:
     return number if number is not None and -(2**63) <= number < 2**63 else None
 
 
-def _journal_columns(
-    test: str, run: str, journals: Mapping[str, list[JournalEvent]], out: dict[str, list[Any]]
-) -> None:
+def _journal_columns(journals: Mapping[str, list[JournalEvent]], out: dict[str, list[Any]]) -> None:
+    """Append every journal event to the ``journal`` columns of ``out`` (partition columns aside)."""
+    appends = tuple(
+        out[name].append
+        for name in ("node", "seq", "wall", "event", "role", "term", "leader", "lsn_term", "lsn_seq", "key",
+                     "data_json", "line")
+    )  # fmt: skip
+    node_, seq, wall, event_, role_, term_, leader_, lsn_term, lsn_seq, key_, data_json, line = appends
+    encode = _ENCODER.encode
     for node, events in journals.items():
         for event in events:
             data = event.data
-            lsn = data.get("lsn")
-            leader = data.get("leader")
-            out["test"].append(test)
-            out["run"].append(run)
-            out["node"].append(node)
-            out["seq"].append(event.seq)
-            out["wall"].append(event.wall)
-            out["event"].append(event.event)
-            out["role"].append(data.get("role") if isinstance(data.get("role"), str) else None)
-            out["term"].append(_int_or_none(data.get("term")))
-            out["leader"].append(leader if isinstance(leader, str) else None)
-            out["lsn_term"].append(lsn[0] if lsn else None)
-            out["lsn_seq"].append(lsn[1] if lsn else None)
-            out["key"].append(key_text(data.get("key")))
-            out["data_json"].append(_json(data))
-            out["line"].append(event.line)
+            node_(node)
+            seq(event.seq)
+            wall(event.wall)
+            event_(event.event)
+            if data:
+                role = data.get("role")
+                term = data.get("term")
+                leader = data.get("leader")
+                lsn = data.get("lsn")
+                key = data.get("key")
+                role_(role if isinstance(role, str) else None)
+                term_(term if type(term) is int else None)
+                leader_(leader if isinstance(leader, str) else None)
+                lsn_term(lsn[0] if lsn else None)
+                lsn_seq(lsn[1] if lsn else None)
+                key_(key if key is None or isinstance(key, str) else _json(key))
+                data_json(encode(data))
+            else:
+                for append in (role_, term_, leader_, lsn_term, lsn_seq, key_):
+                    append(None)
+                data_json("{}")
+            line(event.line)
 
 
 def _empty(columns: Mapping[str, str]) -> dict[str, list[Any]]:
-    return {name: [] for name in columns}
+    return {name: [] for name in columns if name not in PARTITION_COLUMNS}
 
 
-def read_run(
-    path: Path,
+def read_run_files(
+    files: Mapping[str, bytes],
     test: str,
     run: str,
     *,
+    path: str,
     suite: str | None = None,
     night: str | None = None,
     timeout_s: float | None = None,
     max_states: int | None = None,
+    tables: bool = True,
+    split_from_bytes: int = SPLIT_FROM_BYTES,
 ) -> RunRecords:
-    """Read, validate and check one run directory (see the module docstring). Never raises for bad input."""
-    run_dir = Path(path)
+    """Read, validate and check one run from its files (name relative to the run directory -> bytes).
+
+    ``tables``: also build the run's ``journal`` columns, and its ``operations`` columns unless the
+    history is big (``split_from_bytes``): then linearizability stays pending for
+    :func:`read_run_linearizability`, which makes the operations too. Never raises for bad input.
+    """
     errors: list[InputError] = []
-    spec, spec_error = read_spec(run_dir)
+    spec, spec_error = read_spec(files.get(TEST_JSON))
     if spec_error is not None:
         errors.append(spec_error)
-    history: History | None = None
-    history_error: InputError | None = None
-    try:
-        history = load_history(run_dir / HISTORY)
-    except HistoryError as exc:
-        history_error = _input_error(exc, run_dir)
+    history, history_error = _read_history(files)
+    if history_error is not None:
         errors.append(history_error)
-    journals, journal_errors = read_journals(run_dir)
+    journals, journal_errors = read_journals(files)
     errors.extend(journal_errors)
 
     params: RunParams = run_params(spec, history)
     # A run that stopped before its final phase has no final reads (harness.lifecycle).
-    stop = stop_of(spec, run_dir / HISTORY)
+    stop = stop_of(spec, files.get(HISTORY, b""))
     if stop is not None and params.final_after is None:
         params = replace(params, final_after=final_after_for(stop))
     checks = run_level_checks(
@@ -310,17 +365,24 @@ def read_run(
         max_states=max_states,
     )
     checks.verdicts = blame_the_stop(checks.verdicts, stop)
+    big = len(files.get(HISTORY, b"")) >= split_from_bytes
     operations = _empty(OPERATIONS)
-    if history is not None:
-        _operation_columns(test, run, history.ops, operations)
-        _operation_columns(test, run, history.nemesis, operations)
+    if history is not None and LINEARIZABLE in checks.pending and not big:
+        checks.pending.remove(LINEARIZABLE)
+        checks.verdicts[LINEARIZABLE] = check_keys(
+            test, run, history, params.model or "register", timeout_s=timeout_s, max_states=max_states
+        )
     journal = _empty(JOURNAL)
-    _journal_columns(test, run, journals, journal)
+    if tables:
+        if history is not None and not big:
+            _operation_columns(history.ops, operations)
+            _operation_columns(history.nemesis, operations)
+        _journal_columns(journals, journal)
     seed = spec.get("seed")
     row: dict[str, Any] = {
         "test": test,
         "run": run,
-        "path": str(run_dir),
+        "path": path,
         "suite": suite,
         "night": night,
         "seed": _long(seed),
@@ -331,13 +393,107 @@ def read_run(
         "model": params.model,
         "input_errors_json": _json([e.to_json() for e in errors]) if errors else None,
         "spec_json": _json(spec) if spec else None,
+        # not columns of the dataset: what results.json says about a run that stopped short, and about
+        # the checkers that cannot judge this system
+        "interrupted": None if stop is None else stop.to_json(),
+        "not_applicable": checks.not_applicable,
         **run_stats(history),
     }
     return RunRecords(run=row, operations=operations, journal=journal, checks=checks, input_errors=errors)
 
 
+def read_run_linearizability(
+    files: Mapping[str, bytes],
+    test: str,
+    run: str,
+    *,
+    timeout_s: float | None = None,
+    max_states: int | None = None,
+    tables: bool = True,
+) -> RunRecords:
+    """The other half of a big run: linearizability (when the run's checkers include it) and the
+    ``operations`` columns, from ``test.json`` and the history alone. An unreadable history yields
+    nothing here: :func:`read_run_files` reports it."""
+    spec, _ = read_spec(files.get(TEST_JSON))
+    history, _ = _read_history(files)
+    checks = RunChecks()
+    operations = _empty(OPERATIONS)
+    if history is not None:
+        params = run_params(spec, history)
+        wanted = params.checkers is None or LINEARIZABLE in params.checkers
+        wanted = wanted and LINEARIZABLE not in params.not_applicable
+        if wanted and params.model is not None:
+            checks.verdicts[LINEARIZABLE] = check_keys(
+                test, run, history, params.model, timeout_s=timeout_s, max_states=max_states
+            )
+        if tables:
+            _operation_columns(history.ops, operations)
+            _operation_columns(history.nemesis, operations)
+    return RunRecords(run=None, operations=operations, journal=_empty(JOURNAL), checks=checks)
+
+
+def _read_history(files: Mapping[str, bytes]) -> tuple[History | None, InputError | None]:
+    try:
+        if HISTORY not in files:
+            raise HistoryError(HISTORY, None, "no such file")
+        return parse_history(_lines(files[HISTORY], HISTORY), HISTORY), None
+    except HistoryError as exc:
+        return None, _input_error(exc)
+
+
+def _client_ops_by_key(history: History) -> list[list[Operation]]:
+    """The workload's operations grouped by key, in invoke order (status polls describe the cluster, not
+    the object the model specifies)."""
+    return [ops for ops in (
+        [op for op in group if op.f != STATUS] for group in history.by_key().values()
+    ) if ops]  # fmt: skip
+
+
+def check_keys(
+    test: str,
+    run: str,
+    history: History,
+    model: str,
+    *,
+    timeout_s: float | None = None,
+    max_states: int | None = None,
+) -> Verdict:
+    """Linearizability of a run one key at a time, each with its own budget (P-compositionality), folded
+    into one verdict by :func:`~harness.analysis.checks.merge_linearizability`."""
+    rows = [
+        check_key(test, run, _json(ops[0].key), ops, model, timeout_s=timeout_s, max_states=max_states)
+        for ops in _client_ops_by_key(history)
+    ]
+    return merge_linearizability(model, rows)
+
+
+def read_run(
+    path: Path,
+    test: str,
+    run: str,
+    *,
+    suite: str | None = None,
+    night: str | None = None,
+    timeout_s: float | None = None,
+    max_states: int | None = None,
+) -> RunRecords:
+    """:func:`read_run_files` on a local run directory (what a task receives, read from disk)."""
+    run_dir = Path(path)
+    files: dict[str, bytes] = {}
+    for relative in (TEST_JSON, HISTORY, *(f"{NODES}/{p.parent.name}/{JOURNAL_FILE}" for p in
+                                           sorted((run_dir / NODES).glob(f"*/{JOURNAL_FILE}")))):
+        try:
+            files[relative] = (run_dir / relative).read_bytes()
+        except FileNotFoundError:
+            continue
+    return read_run_files(
+        files, test, run, path=str(run_dir), suite=suite, night=night, timeout_s=timeout_s,
+        max_states=max_states,
+    )  # fmt: skip
+
+
 def crashed_run(
-    path: Path, test: str, run: str, exc: Exception, *, suite: str | None = None, night: str | None = None
+    path: str, test: str, run: str, exc: Exception, *, suite: str | None = None, night: str | None = None
 ) -> RunRecords:
     """The rows of a run whose analysis raised: unknown, with the error, and nothing else."""
     reason = f"the analysis crashed on this run: {type(exc).__name__}: {exc}"
@@ -346,7 +502,7 @@ def crashed_run(
     row: dict[str, Any] = {
         "test": test,
         "run": run,
-        "path": str(path),
+        "path": path,
         "suite": suite,
         "night": night,
         "input_errors_json": _json([error.to_json()]),
@@ -360,73 +516,118 @@ def crashed_run(
 # --- the Spark task -------------------------------------------------------------------------------
 
 
-def _arrow_type(kind: str) -> Any:
-    import pyarrow as pa
-
-    return {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "boolean": pa.bool_()}[kind]
-
-
-def record_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([(name, _arrow_type(kind)) for name, kind in RECORD_COLUMNS.items()])
+def output_schema() -> pa.Schema:
+    kinds = {"string": pa.string(), "binary": pa.binary()}
+    return pa.schema([(name, kinds[kind]) for name, kind in OUTPUT_COLUMNS.items()])
 
 
-def _batches(table: str, columns: Mapping[str, list[Any]], schema: Any) -> Iterator[Any]:
-    """Record batches of at most :data:`BATCH_ROWS` rows: ``columns`` filled in, the rest null."""
-    import pyarrow as pa
-
-    rows = len(next(iter(columns.values()))) if columns else 0
-    for start in range(0, rows, BATCH_ROWS):
-        stop = min(rows, start + BATCH_ROWS)
-        n = stop - start
-        arrays = []
-        for field_ in schema:
-            if field_.name == "table":
-                arrays.append(pa.array([table] * n, pa.string()))
-            elif field_.name in columns:
-                arrays.append(pa.array(columns[field_.name][start:stop], field_.type))
-            else:
-                arrays.append(pa.nulls(n, field_.type))
-        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+def output_rows(records: RunRecords, test: str, run: str) -> Iterator[dict[str, Any]]:
+    """One run's output rows (module docstring): its run row, verdicts and table files."""
+    if records.run is not None:
+        run_row = {**records.run, "pending": list(records.checks.pending)}
+        yield {"kind": RUN, "test": test, "run": run, "name": None, "text": json.dumps(run_row), "payload": None}
+    for name, verdict in records.checks.verdicts.items():
+        text = json.dumps(verdict.to_json(), ensure_ascii=False, default=repr)
+        yield {"kind": VERDICT, "test": test, "run": run, "name": name, "text": text, "payload": None}
+    for table, columns in (("operations", records.operations), ("journal", records.journal)):
+        if columns and next(iter(columns.values())):
+            payload = parquet_bytes(table, columns)
+            yield {"kind": TABLE, "test": test, "run": run, "name": table, "text": None, "payload": payload}
 
 
-def records_of(records: RunRecords, schema: Any) -> Iterator[Any]:
-    """One run's rows as record batches: its run row, operations, journal events, run-level verdicts."""
-    run_row = dict(records.run)
-    run_row[PENDING] = ",".join(records.checks.pending)
-    yield from _batches("runs", {k: [v] for k, v in run_row.items()}, schema)
-    yield from _batches("operations", records.operations, schema)
-    yield from _batches("journal", records.journal, schema)
-    verdicts: dict[str, list[Any]] = {column: [] for column in VERDICTS if column != "analyzed_at"}
-    for _name, row in records.checks.rows(records.run["test"], records.run["run"]):
-        for column, values in verdicts.items():
-            values.append(row[column])
-    yield from _batches("verdicts", verdicts, schema)
+def _runs_in(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """The runs of a partition of ``binaryFile`` rows (``path``, ``content``): each run directory with its
+    files (name relative to the run -> content), one run at a time."""
+    by_dir: dict[str, dict[str, bytes]] = {}
+    for batch in batches:
+        paths, contents = batch.column("path").to_pylist(), batch.column("content")
+        for index, path in enumerate(paths):
+            match = RUN_FILE.match(path)
+            if match:
+                by_dir.setdefault(match.group(1), {})[match.group(2)] = contents[index].as_py()
+    for directory in sorted(by_dir):
+        yield directory, by_dir.pop(directory)
 
 
-def ingest_task(timeout_s: float | None = None, max_states: int | None = None):  # noqa: ANN201 - a Spark UDF
-    """The ``mapInArrow`` function: run-description batches (:data:`RUN_INPUT`) -> record batches."""
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection while one run is read, checked and encoded: the run's hundreds of
+    thousands of long-lived small objects would be rescanned again and again for nothing (measured: a
+    quarter of the task's time on 10,000-operation runs); reference counting still frees them after."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
-    def task(batches: Iterator[Any]) -> Iterator[Any]:
-        schema = record_schema()
-        for batch in batches:
-            for item in batch.to_pylist():
-                path, test, run = Path(item["path"]), item["test"], item["run"]
+
+def _run_of(directory: str) -> tuple[str, str]:
+    """(test, run): the last two components of a run directory."""
+    test, run = directory.rstrip("/").split("/")[-2:]
+    return test, run
+
+
+def ingest_task(
+    runs: Mapping[tuple[str, str], Mapping[str, Any]],
+    timeout_s: float | None = None,
+    max_states: int | None = None,
+    tables: bool = True,
+    split_from_bytes: int = SPLIT_FROM_BYTES,
+):  # noqa: ANN201 - a Spark UDF
+    """The ``mapInArrow`` function over a partition of whole runs' files (``binaryFile`` rows).
+
+    ``runs`` maps (test, run) to the run's ``path`` as the user named it, ``suite`` and ``night``; the
+    task knows its run by the last two components of the directory.
+    """
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = output_schema()
+        for directory, files in _runs_in(batches):
+            test, run = _run_of(directory)
+            known = runs.get((test, run), {})
+            path, suite, night = known.get("path", directory), known.get("suite"), known.get("night")
+            with _no_cyclic_gc():
                 try:
-                    records = read_run(
-                        path,
-                        test,
-                        run,
-                        suite=item.get("suite"),
-                        night=item.get("night"),
-                        timeout_s=timeout_s,
-                        max_states=max_states,
-                    )
+                    records = read_run_files(
+                        files, test, run, path=path, suite=suite, night=night, timeout_s=timeout_s,
+                        max_states=max_states, tables=tables, split_from_bytes=split_from_bytes,
+                    )  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - one run the analysis cannot handle stays one run
-                    records = crashed_run(
-                        path, test, run, exc, suite=item.get("suite"), night=item.get("night")
+                    records = crashed_run(path, test, run, exc, suite=suite, night=night)
+                del files
+                # One row per batch: several big payloads in one batch could outgrow Arrow's 2 GiB a column.
+                out = [pa.RecordBatch.from_pylist([row], schema=schema) for row in output_rows(records, test, run)]
+                del records
+            yield from out
+
+    return task
+
+
+def linearizability_task_of(
+    timeout_s: float | None = None, max_states: int | None = None, tables: bool = True
+):  # noqa: ANN201 - a Spark UDF
+    """The ``mapInArrow`` function over big runs' ``test.json`` and history (the second task of a big run,
+    module docstring)."""
+
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        schema = output_schema()
+        for directory, files in _runs_in(batches):
+            if HISTORY not in files:
+                continue
+            test, run = _run_of(directory)
+            with _no_cyclic_gc():
+                try:
+                    records = read_run_linearizability(
+                        files, test, run, timeout_s=timeout_s, max_states=max_states, tables=tables
                     )
-                yield from records_of(records, schema)
+                except Exception as exc:  # noqa: BLE001 - the other task reports the run; this says why lin is unknown
+                    reason = f"linearizable could not check this run: {type(exc).__name__}: {exc}"
+                    records = RunRecords(None, {}, {}, RunChecks(verdicts={LINEARIZABLE: Verdict(UNKNOWN, reason)}))
+                del files
+                out = [pa.RecordBatch.from_pylist([row], schema=schema) for row in output_rows(records, test, run)]
+                del records
+            yield from out
 
     return task

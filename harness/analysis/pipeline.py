@@ -2,55 +2,61 @@
 
 :func:`analyze` does, for any number of runs, in one Spark application:
 
-1. **Ingest and run-level checks.** Each task reads whole runs (``mapInArrow``, :mod:`harness.analysis.ingest`)
-   reads and validates the history and journals, runs single-leader-per-term, lsn-monotonicity and
-   durability on them, and emits the run's rows for every table. The output is cached, so each run is
-   parsed exactly once.
-2. **Linearizability per run and key.** The cached operations are grouped by (test, run, key) and each
-   group is checked in its own task (``applyInArrow``, :func:`harness.analysis.checks.check_key`).
-3. **Verdicts.** Per-key verdicts fold into one per run; the run's validity is the worst of its
+1. **Read, ingest and check.** Spark's own reader (``binaryFile``: the Hadoop filesystem layer, so a
+   store on a shared filesystem, HDFS or object storage works as well as a local one) reads each run's
+   ``test.json``, ``history.jsonl`` and journals; the files are grouped by run directory and each run is
+   handed whole to one task (``applyInArrow``, :mod:`harness.analysis.ingest`), which validates them,
+   runs single-leader-per-term, lsn-monotonicity and durability, checks linearizability key by key, and
+   encodes the run's rows of the ``operations`` and ``journal`` tables as Parquet files. A big run's
+   history also goes to a second task, which checks linearizability and makes the ``operations`` table
+   while the first does the rest, so that one big run keeps two cores busy. What the tasks return is a
+   few rows per run, cached, so each run is read exactly once.
+2. **Verdicts.** Per-key verdicts fold into one per run; the run's validity is the worst of its
    checkers (FORMATS.md), ``unknown`` when an input file could not be read.
-4. **results.json** for every run, written atomically into its run directory.
-5. **The dataset** (:mod:`harness.analysis.dataset`): the runs' partitions of ``runs``, ``operations``,
-   ``journal`` and ``verdicts`` replaced, so re-analysing is idempotent.
+3. **results.json** for every run, written by the driver into its run directory (locally, or through the
+   Hadoop ``FileSystem`` API for a store named by URL).
+4. **The dataset** (:mod:`harness.analysis.dataset`): the runs' partitions of ``runs``, ``operations``,
+   ``journal`` and ``verdicts`` replaced, so re-analysing is idempotent. The driver writes the files the
+   tasks encoded, and the ``runs`` and ``verdicts`` files it builds itself.
+5. **Reports** (``report.html`` of each run, the store's ``index.html``) when the store is on this
+   machine's filesystem; for a store elsewhere, ``harness report`` where it is mounted makes them.
 
-Why Arrow (``mapInArrow``/``applyInArrow``) rather than pandas or RDDs: the rows carry JSON values of
-varying types (keys, values, outputs), which pandas would coerce, and the record schema is wide but
-mostly null, which Arrow builds for free (``pa.nulls``) where pandas would allocate object columns; RDDs
-would pickle every row. The checkers are called unchanged inside the tasks.
-
-Reports (``report.html``, the index) are made from what this writes: ``results.json`` and the dataset.
+Why the rows do not travel through Spark one by one: turning Python rows into JVM rows, caching them
+and writing them back out as Parquet cost the JVM as much CPU as the checkers cost Python (measured:
+docs/analysis.md, "Figures"); a task encodes its run's Parquet file with pyarrow in a fraction of that,
+and hands Spark one binary value. The checkers are called unchanged inside the tasks.
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
-from checkers.history import NEMESIS
-from checkers.leader import STATUS
 from checkers.verdict import UNKNOWN, Valid, Verdict, exit_code, worst
 from harness.analysis import dataset
-from harness.analysis.checks import (
-    LIN_COLUMNS,
-    LINEARIZABLE,
-    linearizability_task,
-    merge_linearizability,
-    results_document,
-    verdict_from_row,
-    verdict_row,
+from harness.analysis.checks import LINEARIZABLE, results_document, verdict_row
+from harness.analysis.discovery import RunSelection, StoredRun, find_runs, run_files
+from harness.analysis.ingest import (
+    OUTPUT_COLUMNS,
+    RUN,
+    SPLIT_FROM_BYTES,
+    TABLE,
+    VERDICT,
+    ingest_task,
+    linearizability_task_of,
 )
-from harness.analysis.discovery import RunSelection, StoredRun, find_runs
-from harness.analysis.ingest import PENDING, RECORD_COLUMNS, RUN_INPUT, ingest_task
 from harness.analysis.progress import Progress, SilentProgress, watch_spark
 from harness.analysis.spark import spark_session
+from harness.analysis.storage import Storage, json_document
 from harness.report.publish import write_index_safely, write_report_safely
-from harness.store import HISTORY, RESULTS, write_json
+from harness.store import HISTORY, RESULTS, TEST_JSON
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,6 +75,8 @@ class AnalysisOptions:
     max_states: int | None = None
     write_dataset: bool = True
     write_reports: bool = True
+    # Runs whose history has at least this many bytes are read by two tasks (harness.analysis.ingest).
+    split_from_bytes: int = SPLIT_FROM_BYTES
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,7 @@ class RunOutcome:
     run: StoredRun
     valid: Valid
     results: dict[str, Any]
-    results_path: Path
+    results_path: PurePath
 
     def failed_checkers(self) -> dict[str, str]:
         """Checker -> summary for every checker that is not valid."""
@@ -93,9 +101,11 @@ class RunOutcome:
 class Analysis:
     """The outcome of one analysis over many runs."""
 
-    store: Path
+    store: PurePath
     outcomes: list[RunOutcome] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
+    # Why no reports were written (a store that is not on this machine's filesystem), else None.
+    reports_skipped: str | None = None
 
     @property
     def valid(self) -> Valid:
@@ -109,7 +119,7 @@ class Analysis:
     def operations(self) -> int:
         return sum(o.results.get("ops") or 0 for o in self.outcomes)
 
-    def outcome(self, path: Path) -> RunOutcome:
+    def outcome(self, path: str | os.PathLike[str]) -> RunOutcome:
         resolved = Path(path).resolve()
         for outcome in self.outcomes:
             if outcome.run.path == resolved:
@@ -117,19 +127,24 @@ class Analysis:
         raise KeyError(f"{path} was not analysed")
 
 
-def _run_inputs(runs: Sequence[StoredRun], slices: int) -> list[tuple[Any, ...]]:
-    """Ingestion inputs in the order ``parallelize`` cuts into ``slices`` tasks of similar work: the
-    runs by history size, largest first, dealt round-robin, so each task gets a mix."""
+def pack_runs(sizes: Mapping[tuple[str, str], int], packs: int) -> list[list[tuple[str, str]]]:
+    """Runs dealt into at most ``packs`` partitions of similar size: largest first, each into the pack
+    with the fewest bytes so far (a big run ends up alone). Each pack is one task's work."""
+    loads: list[tuple[int, int]] = [(0, number) for number in range(max(1, min(packs, len(sizes))))]
+    dealt: list[list[tuple[str, str]]] = [[] for _ in loads]
+    for key in sorted(sizes, key=lambda k: (-sizes[k], k)):
+        load, number = heapq.heappop(loads)
+        dealt[number].append(key)
+        heapq.heappush(loads, (load + sizes[key], number))
+    return [sorted(pack) for pack in dealt if pack]
 
-    def size(run: StoredRun) -> int:
-        try:
-            return os.path.getsize(run.path / HISTORY)
-        except OSError:
-            return 0
 
-    ordered = sorted(runs, key=size, reverse=True)
-    dealt = [ordered[i::slices] for i in range(slices)]
-    return [(str(r.path), r.test, r.run, r.suite, r.night_or_date()) for bucket in dealt for r in bucket]
+def _read(spark: SparkSession, storage: Storage, packs: Sequence[Sequence[PurePath]]) -> Any:
+    """The files of each pack through Spark's ``binaryFile`` reader, each pack one partition (its runs'
+    files whole in one task, with no shuffle: a file travels from the reader to its task once)."""
+    reader = spark.read.format("binaryFile")
+    frames = [reader.load([storage.uri(path) for path in pack]).select("path", "content").coalesce(1) for pack in packs]
+    return functools.reduce(lambda left, right: left.union(right), frames)
 
 
 def ingest_slices(runs: int, parallelism: int) -> int:
@@ -149,11 +164,19 @@ def analyze(
     progress: Progress | None = None,
 ) -> Analysis:
     """Analyse every run of ``selection`` (see the module docstring) and return their verdicts."""
+    options = options or AnalysisOptions()
+    progress = progress or SilentProgress()
+    try:
+        return _analyze(spark, selection, options, progress)
+    finally:
+        progress.close()
+
+
+def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOptions, progress: Progress) -> Analysis:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    options = options or AnalysisOptions()
-    progress = progress or SilentProgress()
+    storage = selection.storage
     clock = _Stopwatch()
     analyzed_at = _now()
     runs = list(selection.runs)
@@ -162,50 +185,53 @@ def analyze(
     if not runs:
         return result
 
+    files = {run.key: run_files(storage, run) for run in runs}
+    known = {
+        run.key: {"path": storage.display(run.path), "suite": run.suite, "night": run.night_or_date()}
+        for run in runs
+    }
     slices = ingest_slices(len(runs), spark.sparkContext.defaultParallelism)
-    inputs = _run_inputs(runs, slices)
-    run_frame = spark.createDataFrame(spark.sparkContext.parallelize(inputs, slices), dataset.ddl(RUN_INPUT))
-    records = run_frame.mapInArrow(
-        ingest_task(options.key_timeout_s, options.max_states), dataset.ddl(RECORD_COLUMNS)
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    packs = pack_runs({key: sum(size for _path, size in found) for key, found in files.items()}, slices)
+    task = ingest_task(
+        known, options.key_timeout_s, options.max_states, options.write_dataset, options.split_from_bytes
+    )
+    whole = _read(spark, storage, [[path for key in pack for path, _ in files[key]] for pack in packs])
+    records = whole.mapInArrow(task, dataset.ddl(OUTPUT_COLUMNS))
+    # A big run's test.json and history once more, for its second task.
+    big = [
+        [path for path, _ in found if path.name in (TEST_JSON, HISTORY)]
+        for found in files.values()
+        if any(path.name == HISTORY and size >= options.split_from_bytes for path, size in found)
+    ]
+    if big:
+        halves = _read(spark, storage, big).mapInArrow(
+            linearizability_task_of(options.key_timeout_s, options.max_states, options.write_dataset),
+            dataset.ddl(OUTPUT_COLUMNS),
+        )
+        records = records.unionByName(halves)
+    records = records.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        # 1. ingest, validate and run the run-level checkers (one task per run)
+        # 1. read, ingest, validate and check (one task per run, two for a big run)
         with watch_spark(spark, progress, f"reading and checking {len(runs)} runs"):
-            small = records.where(F.col("table").isin("runs", "verdicts")).collect()
-        clock.lap("ingest_s")
-        run_rows = {(r["test"], r["run"]): r.asDict() for r in small if r["table"] == "runs"}
-        verdicts: dict[tuple[str, str], dict[str, Verdict]] = {key: {} for key in run_rows}
-        for row in small:
-            if row["table"] == "verdicts":
-                verdicts[(row["test"], row["run"])][row["checker"]] = verdict_from_row(row.asDict())
-
-        # 2. linearizability per run and key
-        pending = {
-            key: row["model"]
-            for key, row in run_rows.items()
-            if LINEARIZABLE in (row[PENDING] or "").split(",")
-        }
-        operations = records.where(F.col("table") == "operations").select(*dataset.OPERATIONS)
-        if pending:
-            pending_frame = spark.createDataFrame(list(pending), "test string, run string")
-            grouped = (
-                operations.where((F.col("process") != NEMESIS) & (F.col("f") != STATUS))
-                .join(F.broadcast(pending_frame), ["test", "run"], "left_semi")
-                .groupBy("test", "run", "key_json")
+            small = (
+                records.where(F.col("kind").isin(RUN, VERDICT)).select("kind", "test", "run", "name", "text").collect()
             )
-            task = linearizability_task(pending, options.key_timeout_s, options.max_states)
-            with watch_spark(spark, progress, f"linearizability of {len(pending)} runs, per key"):
-                key_rows = [
-                    r.asDict() for r in grouped.applyInArrow(task, dataset.ddl(LIN_COLUMNS)).collect()
-                ]
-            per_run: dict[tuple[str, str], list[dict[str, Any]]] = {key: [] for key in pending}
-            for row in key_rows:
-                per_run[(row["test"], row["run"])].append(row)
-            for key, model in pending.items():
-                verdicts[key][LINEARIZABLE] = merge_linearizability(model, per_run[key])
-        clock.lap("linearizability_s")
+        clock.lap("ingest_s")
+        run_rows: dict[tuple[str, str], dict[str, Any]] = {}
+        verdicts: dict[tuple[str, str], dict[str, Verdict]] = {}
+        for row in small:
+            if row["kind"] == RUN:
+                run_rows[(row["test"], row["run"])] = json.loads(row["text"])
+        for row in small:
+            if row["kind"] == VERDICT:
+                verdicts.setdefault((row["test"], row["run"]), {})[row["name"]] = _verdict(row["text"])
+        for key, row in run_rows.items():
+            if LINEARIZABLE in row["pending"] and LINEARIZABLE not in verdicts.get(key, {}):
+                verdicts.setdefault(key, {})[LINEARIZABLE] = Verdict(
+                    UNKNOWN, "linearizable was not checked: the task that checks a big run's history returned nothing"
+                )
 
-        # 3-4. verdicts and results.json
+        # 2-3. verdicts and results.json
         progress.step("writing results.json", total=len(run_rows))
         analysis_info = {
             "analyzed_at": analyzed_at,
@@ -213,58 +239,92 @@ def analyze(
             "spark_version": spark.version,
             "key_timeout_s": options.key_timeout_s,
         }
-        verdict_rows: list[dict[str, Any]] = []
+        verdict_rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for done, (key, row) in enumerate(sorted(run_rows.items()), start=1):
             errors = json.loads(row["input_errors_json"]) if row["input_errors_json"] else []
             run = by_key[key]
             path = run.path / RESULTS
-            document = results_document(row, verdicts[key], errors, analysis_info, _previous(path))
+            run_verdicts = verdicts.get(key, {})
+            document = results_document(row, run_verdicts, errors, analysis_info, _previous(storage, path))
             row["valid"] = dataset.valid_text(document["valid"])
             row["analyzed_at"] = analyzed_at
-            write_json(path, document)
+            storage.write_bytes(path, json_document(document))
             result.outcomes.append(
                 RunOutcome(run=run, valid=document["valid"], results=document, results_path=path)
             )
-            for name, verdict in verdicts[key].items():
-                verdict_rows.append(
-                    {**verdict_row(key[0], key[1], name, verdict), "analyzed_at": analyzed_at}
-                )
+            verdict_rows[key] = [
+                {**verdict_row(key[0], key[1], name, verdict), "analyzed_at": analyzed_at}
+                for name, verdict in run_verdicts.items()
+            ]
             progress.update(done, len(run_rows))
         clock.lap("results_s")
 
-        # 5. the dataset
+        # 4. the dataset
         if options.write_dataset:
-            keys = list(run_rows)
             with watch_spark(spark, progress, "writing the dataset"):
-                dataset.write_table(
-                    selection.store, "runs", dataset.rows_frame(spark, "runs", list(run_rows.values())), keys
-                )
-                dataset.write_table(
-                    selection.store, "verdicts", dataset.rows_frame(spark, "verdicts", verdict_rows), keys
-                )
-                dataset.write_table(selection.store, "operations", operations, keys)
-                journal = records.where(F.col("table") == "journal").select(*dataset.JOURNAL)
-                dataset.write_table(selection.store, "journal", journal, keys)
+                _write_dataset(storage, selection.store, records, run_rows, verdict_rows)
             clock.lap("dataset_s")
-        # 6. the pages people read: each run's report.html, then the store's index once
-        if options.write_reports:
-            progress.step("writing reports", total=len(result.outcomes))
-            for done, outcome in enumerate(result.outcomes, start=1):
-                write_report_safely(outcome.run.path)
-                progress.update(done, len(result.outcomes))
-            write_index_safely(selection.store)
-            clock.lap("reports_s")
     finally:
         records.unpersist()
-        progress.close()
+    # 5. the pages people read: each run's report.html, then the store's index once
+    if options.write_reports:
+        local_store = storage.local(selection.store)
+        if local_store is None:
+            result.reports_skipped = (
+                f"no report.html or index.html written: {storage.display(selection.store)} is not on this "
+                "machine's filesystem (run harness report where the store is mounted)"
+            )
+        else:
+            progress.step("writing reports", total=len(result.outcomes))
+            for done, outcome in enumerate(result.outcomes, start=1):
+                write_report_safely(storage.local(outcome.run.path) or outcome.run.path)
+                progress.update(done, len(result.outcomes))
+            write_index_safely(local_store)
+            clock.lap("reports_s")
     result.timings_s = clock.laps
     return result
 
 
-def _previous(path: Path) -> dict[str, Any] | None:
+def _verdict(text: str) -> Verdict:
+    data = json.loads(text)
+    return Verdict(
+        valid=data["valid"],
+        summary=data.get("summary") or "",
+        counterexample=data.get("counterexample"),
+        stats=data.get("stats") or {},
+    )
+
+
+def _write_dataset(
+    storage: Storage,
+    store: PurePath,
+    records: Any,
+    run_rows: Mapping[tuple[str, str], dict[str, Any]],
+    verdict_rows: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
+) -> None:
+    """Replace the runs' partitions of every table: the tasks' Parquet files, then ``runs`` and
+    ``verdicts`` built here."""
+    from pyspark.sql import functions as F
+
+    keys = list(run_rows)
+    for table in dataset.TABLES:
+        dataset.clear_runs(storage, store, table, keys)
+    # The cache is complete: reading it partition by partition costs no recomputation.
+    for row in records.where(F.col("kind") == TABLE).select("test", "run", "name", "payload").toLocalIterator():
+        dataset.write_partition(storage, store, row["name"], row["test"], row["run"], bytes(row["payload"]))
+    for key, row in run_rows.items():
+        columns = dataset.rows_columns("runs", [row])
+        dataset.write_partition(storage, store, "runs", *key, dataset.parquet_bytes("runs", columns))
+        rows = verdict_rows.get(key, [])
+        if rows:
+            columns = dataset.rows_columns("verdicts", rows)
+            dataset.write_partition(storage, store, "verdicts", *key, dataset.parquet_bytes("verdicts", columns))
+
+
+def _previous(storage: Storage, path: PurePath) -> dict[str, Any] | None:
     """The run's earlier ``results.json``, if it can be read (what the controller recorded there)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(storage.read_bytes(path).decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

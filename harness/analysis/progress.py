@@ -3,6 +3,9 @@
 A :class:`Progress` is a list of steps, each with an optional total (runs of a suite, tasks of a Spark
 stage). :func:`watch_spark` follows the Spark jobs started inside a ``with`` block, through the status
 tracker, and moves the current step's bar as tasks finish, so a ten-minute analysis shows that it lives.
+A suite running cases in parallel adds one line per running case (``case_started``, ``case_status``,
+``case_finished``): a spinner with the case's live counters on a terminal, a line when each starts and
+ends elsewhere.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -43,6 +47,15 @@ class Progress(Protocol):
     def note(self, message: str) -> None:
         """A line for the reader, printed above any bar."""
 
+    def case_started(self, key: int, name: str) -> None:
+        """A case of a suite began; it has a line of its own until :meth:`case_finished`."""
+
+    def case_status(self, key: int, status: str) -> None:
+        """The running case's counters changed."""
+
+    def case_finished(self, key: int, message: str) -> None:
+        """The case ended: its line goes, ``message`` is printed."""
+
     def close(self) -> None:
         """End the last step."""
 
@@ -57,6 +70,15 @@ class SilentProgress:
         pass
 
     def note(self, message: str) -> None:
+        pass
+
+    def case_started(self, key: int, name: str) -> None:
+        pass
+
+    def case_status(self, key: int, status: str) -> None:
+        pass
+
+    def case_finished(self, key: int, message: str) -> None:
         pass
 
     def close(self) -> None:
@@ -75,6 +97,7 @@ class ConsoleProgress:
         self._description = ""
         self._started = 0.0
         self._lock = threading.Lock()
+        self._cases: dict[int, tuple[TaskID | None, str]] = {}
         if self.live:
             self._bars = RichBars(
                 SpinnerColumn(),
@@ -91,7 +114,7 @@ class ConsoleProgress:
         if not self._description:
             return
         if self._bars is not None and self._task is not None:
-            task = self._bars.tasks[-1]
+            task = next(t for t in self._bars.tasks if t.id == self._task)
             if task.total is not None:
                 self._bars.update(self._task, completed=task.total)
             self._bars.stop_task(self._task)
@@ -118,6 +141,28 @@ class ConsoleProgress:
 
     def note(self, message: str) -> None:
         self.console.print(message, highlight=False)
+
+    def case_started(self, key: int, name: str) -> None:
+        with self._lock:
+            task = None
+            if self._bars is not None:
+                task = self._bars.add_task(escape(f"  {name}"), total=None)
+            else:
+                self.console.print(f"[{key + 1}] {name}: started", highlight=False, markup=False)
+            self._cases[key] = (task, name)
+
+    def case_status(self, key: int, status: str) -> None:
+        with self._lock:
+            task, name = self._cases.get(key, (None, ""))
+            if self._bars is not None and task is not None:
+                self._bars.update(task, description=escape(f"  {name}: {status}"))
+
+    def case_finished(self, key: int, message: str) -> None:
+        with self._lock:
+            task, _name = self._cases.pop(key, (None, ""))
+            if self._bars is not None and task is not None:
+                self._bars.remove_task(task)
+            self.console.print(message, highlight=False, markup=False)
 
     def close(self) -> None:
         with self._lock:

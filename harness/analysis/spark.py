@@ -5,6 +5,7 @@ What this module guarantees (ENVIRONMENT.md, "PySpark"):
 * Python workers run the interpreter that runs the harness (``PYSPARK_PYTHON = sys.executable`` for local
   masters), so the virtual environment's packages (pandas, pyarrow, ``checkers``) are there in tasks;
 * the JVM logs only errors, on stderr, and no progress bar of Spark's own is drawn (ours is rich's);
+  the stack traces of Spark's own shutdown race are dropped when a session stops (:class:`StderrFilter`);
 * no web UI, few shuffle partitions on a local master, driver memory sized for a small machine;
 * the master comes from ``--spark-master``, else ``$SPARK_MASTER``, else ``local[*]``;
 * a master that cannot be reached, a master URL Spark would not understand or a missing Java end in
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import IO, TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -237,6 +238,7 @@ def start_session(master: str | None = None, conf: Mapping[str, str] | None = No
     from pyspark.sql import SparkSession
 
     settings = session_conf(master, conf)
+    _stopping.clear()
     builder = SparkSession.builder.master(master).appName(APP_NAME)
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -273,11 +275,63 @@ def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
     SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
 
 
-def _forward_stderr(stream: IO[bytes]) -> None:
-    for raw in iter(stream.readline, b""):
-        line = raw.decode("utf-8", errors="replace")
+class StderrFilter:
+    """What of the JVM's stderr reaches the user: everything but start-up chatter (:data:`JVM_NOISE`) and,
+    once the session is stopping, the ``RejectedExecutionException`` reports of Spark's shutdown race.
+
+    While a context stops, executors may still report task status to a scheduler whose thread pools are
+    already shut; Spark logs each such report as an error with a stack trace (apache/spark#45203 quiets
+    one of these places, others remain). Nothing is wrong and nothing is lost (every result was
+    collected before the stop), so those reports, and only those, are dropped: an error line is held
+    until the next line shows whether it starts such a report, and anything else passes unchanged.
+    """
+
+    def __init__(self, stopping: Callable[[], bool]) -> None:
+        self._stopping = stopping
+        self._held: str | None = None
+        self._dropping = False
+
+    def feed(self, line: str) -> list[str]:
+        """The lines to print now, given the next line of the JVM's stderr."""
         if line.startswith(JVM_NOISE):
-            continue
+            return []
+        if self._dropping:
+            if line.startswith(_TRACE_CONTINUATION):
+                return []
+            self._dropping = False
+        out: list[str] = []
+        held, self._held = self._held, None
+        if self._stopping() and _REJECTED in line:
+            self._dropping = True  # the report, its stack and the error line announcing it all go
+            return out
+        if held is not None:
+            out.append(held)
+        if self._stopping() and line.startswith("spark ERROR "):
+            self._held = line
+            return out
+        out.append(line)
+        return out
+
+    def flush(self) -> list[str]:
+        held, self._held = self._held, None
+        return [] if held is None else [held]
+
+
+_REJECTED = "RejectedExecutionException"
+_TRACE_CONTINUATION = ("\tat ", "\t... ", "Caused by: ", "\tSuppressed: ")
+# Set while a session this module started is stopping (and after, until the next one starts).
+_stopping = threading.Event()
+
+
+def _forward_stderr(stream: IO[bytes]) -> None:
+    quiet = StderrFilter(_stopping.is_set)
+    for raw in iter(stream.readline, b""):
+        _write(quiet.feed(raw.decode("utf-8", errors="replace")))
+    _write(quiet.flush())
+
+
+def _write(lines: Sequence[str]) -> None:
+    for line in lines:
         try:
             sys.stderr.write(line)
             sys.stderr.flush()
@@ -302,6 +356,7 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     try:
         yield spark
     finally:
+        _stopping.set()
         spark.stop()
 
 

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -26,7 +26,7 @@ from rich.table import Table
 from checkers.history import NEMESIS
 from checkers.leader import STATUS
 from harness.analysis.dataset import SUMMARY_FILE, read_table
-from harness.store import write_json
+from harness.analysis.storage import LocalStorage, Storage, json_document
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,14 +95,16 @@ def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(row[c] for c in GROUP)
 
 
-def summarize(spark: SparkSession, store: Path) -> Summary:
+def summarize(spark: SparkSession, store: PurePath, storage: Storage | None = None) -> Summary:
     """The cross-run view of every run analysed into ``store``'s dataset. Raises :class:`SummaryError`."""
     from pyspark.sql import functions as F
 
-    runs = read_table(spark, store, "runs")
+    storage = storage or LocalStorage()
+    runs = read_table(spark, store, "runs", storage)
     if runs is None:
+        shown = storage.display(store)
         raise SummaryError(
-            f"{store} has no analysed runs (no {store}/dataset/runs); run harness analyze on the store first"
+            f"{shown} has no analysed runs (no {shown}/dataset/runs); run harness analyze on the store first"
         )
     runs = runs.fillna({"night": "unknown"})
     counts = (
@@ -118,7 +120,7 @@ def summarize(spark: SparkSession, store: Path) -> Summary:
         .collect()
     )
     latency: dict[tuple[Any, ...], float | None] = {}
-    operations = read_table(spark, store, "operations")
+    operations = read_table(spark, store, "operations", storage)
     if operations is not None:
         ok = operations.where(
             (F.col("type") == "ok")
@@ -137,7 +139,7 @@ def summarize(spark: SparkSession, store: Path) -> Summary:
     for row in runs.select(*GROUP, "night").distinct().collect():
         nights.setdefault(_key(row), set()).add(row["night"])
     failed: dict[tuple[Any, ...], dict[str, set[str]]] = {}
-    verdicts = read_table(spark, store, "verdicts")
+    verdicts = read_table(spark, store, "verdicts", storage)
     if verdicts is not None:
         for row in (
             verdicts.where(F.col("valid") == "false")
@@ -168,13 +170,14 @@ def summarize(spark: SparkSession, store: Path) -> Summary:
             )
         )
     generated = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Summary(generated_at=generated, store=str(store), groups=tuple(groups))
+    return Summary(generated_at=generated, store=storage.display(store), groups=tuple(groups))
 
 
-def write_summary(store: Path, summary: Summary) -> Path:
+def write_summary(store: PurePath, summary: Summary, storage: Storage | None = None) -> PurePath:
     """``store/summary.json``, read by the index page."""
-    path = Path(store) / SUMMARY_FILE
-    write_json(path, summary.to_json())
+    storage = storage or LocalStorage()
+    path = store / SUMMARY_FILE
+    storage.write_bytes(path, json_document(summary.to_json()))
     return path
 
 

@@ -12,6 +12,11 @@ Variants make it wrong in one known way:
 * ``lost_write=True``: the last acknowledged write of key ``k0`` is missing from the final read (which
   returns the value before it) and from the journal of node n3: durability fails with a lost write;
 * ``truncate=True``: the history's last line is cut in half, as if the controller died mid-write.
+
+``standin=True`` writes the run of a system like ``harness new-db``'s stand-in instead: no journals, no
+LSNs, status polls that report ``term: null``, and ``lsn-monotonicity`` declared not applicable in
+``test.json`` (as the adapter's ``not_applicable`` puts it there): two checkers the run cannot judge
+(``harness.judge``), the other two still judge it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 NODES = ("n1", "n2", "n3")
+STATUS_POLLER = 100  # the process of the status polls of a stand-in run
+STANDIN_NO_LSN = "the stand-in assigns no sequence numbers"
 
 
 def write_run(
@@ -39,6 +46,7 @@ def write_run(
     nemesis: str = "partition",
     bugs: tuple[str, ...] = (),
     history_values: dict[str, Any] | None = None,
+    standin: bool = False,
 ) -> Path:
     """Write one run to ``store/<test>/<stamp>/`` and return its directory."""
     rng = random.Random(seed)
@@ -58,6 +66,8 @@ def write_run(
         "model": "cas-register",
         "checkers": ["linearizable", "single-leader-per-term", "lsn-monotonicity", "durability"],
     }
+    if standin:
+        spec.update(db="standin", mode=None, not_applicable={"lsn-monotonicity": STANDIN_NO_LSN})
     (run / "test.json").write_text(json.dumps(spec), encoding="utf-8")
 
     events: list[dict[str, Any]] = []
@@ -75,7 +85,14 @@ def write_run(
         now += rng.randint(1_000, 200_000)
         event = {"index": len(events), "time": now, "process": process, "type": kind, "f": f, "key": key, "value": value}
         event.update(extra)
+        if standin:
+            event.pop("lsn", None)
         events.append(event)
+
+    def poll_status() -> None:
+        status = {"node": "n1", "role": "leader", "term": None, "leader": "n1"}
+        emit(STATUS_POLLER, "invoke", "status", None, None)
+        emit(STATUS_POLLER, "ok", "status", None, status, node="n1")
 
     def complete(process: int) -> None:
         nonlocal seq
@@ -94,6 +111,8 @@ def write_run(
     started = 0
     half = ops // 2
     while started < ops or outstanding:
+        if standin and started % 50 == 0 and not outstanding:
+            poll_status()
         if started == half and not outstanding:
             emit("nemesis", "invoke", "partition", None, "majorities-ring")
             emit("nemesis", "ok", "partition", None, {"n1": ["n3"], "n3": ["n1"]})
@@ -137,6 +156,9 @@ def write_run(
     if truncate:
         text = "\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2]
     (run / "history.jsonl").write_text(text, encoding="utf-8")
+    if standin:
+        (run / "nodes").rmdir()
+        return run
 
     for number, node in enumerate(NODES):
         journal = run / "nodes" / node

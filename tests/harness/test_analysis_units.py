@@ -4,10 +4,13 @@ finding runs, reading one run into rows, folding per-key verdicts, and the comma
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from checkers.verdict import UNKNOWN, Verdict
@@ -16,6 +19,7 @@ from harness.analysis.checks import (
     infer_model,
     merge_linearizability,
     operation_from_row,
+    results_document,
     run_params,
     verdict_row,
 )
@@ -32,7 +36,9 @@ from harness.analysis.spark import (
     session_conf,
 )
 from harness.analysis.summary import failing_since
-from tests.harness.synthetic_runs import write_run
+from harness.judge import judge_run
+from harness.store import RunDir
+from tests.harness.synthetic_runs import STANDIN_NO_LSN, write_run
 
 # --- the Spark session ----------------------------------------------------------------------------
 
@@ -157,8 +163,8 @@ def test_read_run_parses_checks_and_counts_a_run(tmp_path: Path) -> None:
     run = write_run(tmp_path, "reg", "20261120T020000", ops=120, keys=3, seed=4)
     records = read_run(run, "reg", "20261120T020000", night="2026-11-20")
     assert records.input_errors == []
-    assert records.checks.pending == ["linearizable"]
-    assert set(records.checks.verdicts) == {"single-leader-per-term", "lsn-monotonicity", "durability"}
+    assert records.checks.pending == []  # a small run: linearizability checked in the same task
+    assert set(records.checks.verdicts) == {"linearizable", "single-leader-per-term", "lsn-monotonicity", "durability"}
     assert all(v.valid is True for v in records.checks.verdicts.values())
     row = records.run
     assert (row["ops"], row["nemesis_ops"], row["mode"], row["nemesis"], row["bugs"], row["model"]) == (
@@ -176,6 +182,45 @@ def test_read_run_names_a_missing_history(tmp_path: Path) -> None:
     assert [e.describe() for e in records.input_errors] == ["history.jsonl: no such file"]
     assert {v.valid for v in records.checks.verdicts.values()} == {UNKNOWN}
     assert records.operations["id"] == []
+
+
+@pytest.mark.parametrize(
+    "variant", [{}, {"lost_write": True}, {"standin": True}, {"standin": True, "lost_write": True}, {"truncate": True}]
+)
+def test_a_run_is_judged_by_the_direct_judges_rules(tmp_path: Path, variant: dict) -> None:
+    """The pipeline's verdicts and ``not_applicable`` are the direct judge's (``harness.judge``): a
+    checker the adapter declares not applicable, or that the run shows cannot apply (no terms), is
+    listed with its reason and leaves the verdict to the others, instead of making it unknown."""
+    run = write_run(tmp_path / "a", "reg", "20261120T020000", ops=120, keys=3, **variant)
+    records = read_run(run, "reg", run.name)
+    spark_like = results_document(records.run, records.checks.verdicts, [e.to_json() for e in records.input_errors], {})
+    copy = write_run(tmp_path / "b", "reg", "20261120T020000", ops=120, keys=3, **variant)
+    spec = json.loads((copy / "test.json").read_text(encoding="utf-8"))
+    direct = judge_run(RunDir(copy), test="reg", seed=spec["seed"], model=spec["model"], checkers=spec["checkers"],
+                       not_applicable=spec.get("not_applicable", {}))
+    assert spark_like["valid"] == direct["valid"]
+    assert {n: c["valid"] for n, c in spark_like["checkers"].items()} == {
+        n: c["valid"] for n, c in direct["checkers"].items()
+    }
+    assert spark_like.get("not_applicable") == direct.get("not_applicable")
+    if variant.get("standin"):
+        assert spark_like["valid"] is not UNKNOWN and spark_like["valid"] == (not variant.get("lost_write"))
+        assert spark_like["not_applicable"]["lsn-monotonicity"] == STANDIN_NO_LSN
+        assert "no election terms" in spark_like["not_applicable"]["single-leader-per-term"]
+
+
+def test_a_big_runs_second_task_skips_linearizability_declared_not_applicable(tmp_path: Path) -> None:
+    from harness.analysis import ingest
+
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=60, keys=2)
+    spec = json.loads((run / "test.json").read_text(encoding="utf-8"))
+    spec["not_applicable"] = {"linearizable": "the system keeps no registers"}
+    (run / "test.json").write_text(json.dumps(spec), encoding="utf-8")
+    rows = [r for b in ingest.linearizability_task_of()(iter(_group(run))) for r in b.to_pylist()]
+    assert [r["kind"] for r in rows] == ["table"]  # its operations, and no verdict
+    first = read_run(run, "reg", run.name)
+    assert "linearizable" not in first.checks.verdicts and first.checks.pending == []
+    assert first.run["not_applicable"] == {"linearizable": "the system keeps no registers"}
 
 
 def test_operation_rows_round_trip(tmp_path: Path) -> None:
@@ -267,28 +312,127 @@ def test_analyze_of_a_store_without_runs_is_one_sentence_and_254(tmp_path: Path,
     assert analysis_main(["analyze", str(tmp_path), "--spark-conf", "nonsense"]) == 254
 
 
-def test_the_ingestion_task_turns_a_crash_into_an_unknown_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pyarrow as pa
+def _group(run: Path) -> list[pa.RecordBatch]:
+    """A run's files as the ingestion task receives them from Spark's binaryFile reader."""
+    rows = [{"path": f"file:{path}", "content": path.read_bytes()} for path in sorted(run.rglob("*.json*"))]
+    return [pa.RecordBatch.from_pylist(rows)]
 
+
+def test_the_ingestion_task_turns_a_crash_into_an_unknown_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.analysis import ingest
 
     good = write_run(tmp_path, "reg", "20261120T020000", ops=20)
     bad = write_run(tmp_path, "reg", "20261121T020000", ops=20)
-    real = ingest.read_run
+    real = ingest.read_run_files
 
-    def flaky(path: Path, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        if path == bad:
+    def flaky(files, test, run, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        if run == bad.name:
             raise RecursionError("maximum recursion depth exceeded")
-        return real(path, *args, **kwargs)
+        return real(files, test, run, **kwargs)
 
-    monkeypatch.setattr(ingest, "read_run", flaky)
-    inputs = pa.RecordBatch.from_pylist(
-        [{"path": str(p), "test": "reg", "run": p.name, "suite": None, "night": None} for p in (good, bad)]
-    )
-    rows = pa.Table.from_batches(list(ingest.ingest_task()(iter([inputs])))).to_pylist()
-    runs = {r["run"]: r for r in rows if r["table"] == "runs"}
-    assert runs[good.name]["pending"] == "linearizable" and runs[good.name]["input_errors_json"] is None
+    monkeypatch.setattr(ingest, "read_run_files", flaky)
+    known = {("reg", p.name): {"path": str(p), "suite": None, "night": None} for p in (good, bad)}
+    task = ingest.ingest_task(known)
+    rows = [r for b in task(iter(_group(good) + _group(bad))) for r in b.to_pylist()]  # one pack, two runs
+    runs = {r["run"]: json.loads(r["text"]) for r in rows if r["kind"] == "run"}
+    assert runs[good.name]["pending"] == [] and runs[good.name]["input_errors_json"] is None
+    assert runs[good.name]["path"] == str(good)
     assert "the analysis crashed on this run: RecursionError" in runs[bad.name]["input_errors_json"]
-    verdicts = [r for r in rows if r["table"] == "verdicts" and r["run"] == bad.name]
-    assert {r["valid"] for r in verdicts} == {"unknown"} and len(verdicts) == 4
-    assert sum(1 for r in rows if r["table"] == "operations" and r["run"] == good.name) == 20 + 3 + 2
+    verdicts = [r for r in rows if r["kind"] == "verdict" and r["run"] == bad.name]
+    assert {json.loads(r["text"])["valid"] for r in verdicts} == {"unknown"} and len(verdicts) == 4
+    tables = {(r["run"], r["name"]): r["payload"] for r in rows if r["kind"] == "table"}
+    assert pq.read_table(io.BytesIO(tables[(good.name, "operations")])).num_rows == 20 + 3 + 2
+    assert (bad.name, "operations") not in tables
+
+
+def test_a_big_run_is_split_between_two_tasks_that_together_say_what_one_would(tmp_path: Path) -> None:
+    from harness.analysis import ingest
+
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=300, keys=4, lost_write=True)
+    known = {("reg", run.name): {"path": str(run)}}
+
+    def outputs(task) -> dict[tuple[str, str], dict]:  # noqa: ANN001
+        rows = [r for b in task(iter(_group(run))) for r in b.to_pylist()]
+        return {(r["kind"], r["name"]): r for r in rows}
+
+    whole = outputs(ingest.ingest_task(known))
+    first = outputs(ingest.ingest_task(known, split_from_bytes=1))
+    second = outputs(ingest.linearizability_task_of())
+    assert json.loads(first[("run", None)]["text"])["pending"] == ["linearizable"]
+    assert ("verdict", "linearizable") not in first and ("table", "operations") not in first
+    assert set(second) == {("verdict", "linearizable"), ("table", "operations")}
+    split, alone = (json.loads(o[("verdict", "linearizable")]["text"]) for o in (second, whole))
+    for verdict in (split, alone):
+        verdict["stats"].pop("time_s")
+    assert split == alone and alone["valid"] is False
+    assert second[("table", "operations")]["payload"] == whole[("table", "operations")]["payload"]
+    for name in ("single-leader-per-term", "lsn-monotonicity", "durability"):
+        assert first[("verdict", name)]["text"] == whole[("verdict", name)]["text"]
+    assert first[("table", "journal")]["payload"] == whole[("table", "journal")]["payload"]
+    # a small run's test.json alone, as the second reader also gets it: nothing
+    only_spec = [pa.RecordBatch.from_pylist([{"path": f"file:{run}/test.json", "content": b"{}"}])]
+    assert list(ingest.linearizability_task_of()(iter(only_spec))) == []
+
+
+def test_runs_are_packed_into_tasks_of_similar_size_a_big_run_alone() -> None:
+    from harness.analysis.pipeline import pack_runs
+
+    sizes = {("t", f"r{i}"): 2 for i in range(10)} | {("t", "big"): 100}
+    packs = pack_runs(sizes, 4)
+    assert [("t", "big")] in packs and len(packs) == 4
+    assert sorted(k for pack in packs for k in pack) == sorted(sizes)  # every run once
+    small = [sum(sizes[k] for k in pack) for pack in packs if ("t", "big") not in pack]
+    assert max(small) - min(small) <= 2
+    assert pack_runs({("t", "a"): 1}, 8) == [[("t", "a")]]
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_running_cases_get_a_line_each_and_names_are_not_markup(terminal: bool) -> None:
+    from rich.console import Console
+
+    from harness.analysis.progress import ConsoleProgress
+
+    out = io.StringIO()
+    progress = ConsoleProgress(Console(file=out, force_terminal=terminal, width=200))
+    progress.step("suite s: 2 runs, 2 at a time", total=2)
+    progress.case_started(0, "raft register nemesis=[red]kill bugs=none")
+    progress.case_started(1, "aeron register nemesis=none bugs=none")
+    progress.case_status(0, "chaos 3 s: 40 ops (ok 38, fail 1, info 1)")
+    progress.case_finished(0, "[1] raft register nemesis=[red]kill bugs=none: ran in 31 s")
+    progress.update(1, 2)
+    progress.close()
+    text = out.getvalue()
+    assert "[1] raft register nemesis=[red]kill bugs=none: ran in 31 s" in text
+    if not terminal:
+        assert "[1] raft register nemesis=[red]kill bugs=none: started" in text
+        assert "[2] aeron register nemesis=none bugs=none: started" in text
+
+
+SHUTDOWN_RACE = """\
+spark ERROR TaskSchedulerImpl: Exception in statusUpdate
+java.util.concurrent.RejectedExecutionException: Task org.apache.spark.scheduler.TaskResultGetter$$anon$3@50f7b0d3 rejected from java.util.concurrent.ThreadPoolExecutor@3878689d[Terminated, pool size = 0, active threads = 0, queued tasks = 0, completed tasks = 639]
+\tat java.base/java.util.concurrent.ThreadPoolExecutor$AbortPolicy.rejectedExecution(ThreadPoolExecutor.java:2065)
+\tat org.apache.spark.scheduler.TaskResultGetter.enqueueSuccessfulTask(TaskResultGetter.scala:62)
+\tat java.base/java.lang.Thread.run(Thread.java:840)
+spark ERROR Executor: Executor launch task task 1.0 in stage 106.0 (TID 639) failed, reason: Task org.apache.spark.executor.Executor$TaskRunner@7cde88a3 rejected from java.util.concurrent.ThreadPoolExecutor@16045fc5[Shutting down] RejectedExecutionException
+"""
+REAL_ERROR = """\
+spark ERROR Executor: Exception in task 0.0 in stage 2.0 (TID 5)
+org.apache.spark.api.python.PythonException: boom
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
+"""
+
+
+def test_the_shutdown_race_is_quiet_and_real_errors_are_not() -> None:
+    from harness.analysis.spark import StderrFilter
+
+    def through(text: str, stopping: bool) -> str:
+        quiet = StderrFilter(lambda: stopping)
+        out = [line for raw in text.splitlines(keepends=True) for line in quiet.feed(raw)]
+        return "".join(out + quiet.flush())
+
+    assert through(SHUTDOWN_RACE, stopping=True) == ""
+    assert through(SHUTDOWN_RACE, stopping=False) == SHUTDOWN_RACE  # while working, every error shows
+    assert through(REAL_ERROR, stopping=True) == REAL_ERROR  # at shutdown, other errors still show
+    assert through(SHUTDOWN_RACE + REAL_ERROR, stopping=True) == REAL_ERROR
+    assert through("WARNING: Using incubator modules: jdk.incubator.vector\n", stopping=False) == ""

@@ -100,6 +100,18 @@ def test_a_killed_run_is_one_whose_controller_is_dead_and_that_has_no_end(tmp_pa
     assert stop_of({}, history) is None  # an older harness or the simulator: nothing says it stopped
 
 
+def test_a_history_already_read_tells_the_same_stop(tmp_path: Path) -> None:
+    """The analysis reads runs through Spark and hands stop_of the history's bytes."""
+    dead = {"controller": replace(Controller.current(), pid=_dead_pid()).to_json()}
+    for lines, torn in ((['{"time":1000000000}', '{"time":16000000000,"final":true}'], ""), (['{"time":3000000000}'], '{"ti')):
+        history = _history(tmp_path / "history.jsonl", lines)
+        with history.open("a") as handle:
+            handle.write(torn)  # a writer killed mid-line
+        assert stop_of(dead, history.read_bytes()) == stop_of(dead, history)
+        assert stop_of(dead, history.read_bytes()) is not None
+    assert stop_of(dead, b"") == Stop(how="killed", cause=None, last_event_s=None, final_phase_started=False)
+
+
 def test_the_end_record_says_how_a_run_ended(tmp_path: Path) -> None:
     history = _history(tmp_path / "history.jsonl", ['{"time":2500000000}'])
     assert stop_of({"end": end_record("completed", cause=None, history=history)}, history) is None

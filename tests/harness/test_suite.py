@@ -22,6 +22,7 @@ from junitparser import Error, Failure, JUnitXml
 
 from checkers.verdict import UNKNOWN
 from harness.analysis.cli import main as analysis_main
+from harness.analysis.progress import SilentProgress
 from harness.db.plugin import DBPlugin, Option, load_plugin
 from harness.suite import (
     Case,
@@ -237,6 +238,13 @@ def test_the_cli_refuses_a_missing_suite_file(tmp_path: Path, capsys: pytest.Cap
     assert "no such suite file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("jobs", "message"), [("0", "must be at least 1"), ("17", "at most 16"), ("x", "not a whole number")])
+def test_the_cli_refuses_jobs_it_cannot_run(jobs: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert analysis_main(["suite", str(ROOT / "suites" / "bugs.toml"), "--jobs", jobs]) == 254
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
 # --- judging and exit codes -----------------------------------------------------------------------
 
 
@@ -275,6 +283,30 @@ def test_a_run_that_crashed_or_left_nothing_is_unknown() -> None:
     outcomes = judge(cases, runs, {Path("/s/t/1").resolve(): (True, {})})
     assert [o.valid for o in outcomes] == [UNKNOWN, UNKNOWN]  # a run cut short is never valid
     assert outcomes[0].failed_checkers == {"harness": "RuntimeError: engine gone"}
+
+
+def test_a_crashed_run_shows_its_cause_not_the_missing_history(tmp_path: Path) -> None:
+    """A run that crashed before its first operation is stored without a history; the analysis can only
+    say "history.jsonl: no such file". The console and JUnit name the crash first."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from harness.analysis.cli import print_suite
+
+    cause = "PlatformError: cannot create the network chaos-1a2b-net (pool overlaps)"
+    missing = "linearizable cannot check this run: history.jsonl: no such file"
+    c = case(0)
+    runs = [CaseRun(Path("/s/t/0"), "harness run --seed 0", error=cause)]
+    outcomes = judge([c], runs, {Path("/s/t/0").resolve(): (UNKNOWN, {"linearizable": missing})})
+    assert list(outcomes[0].failed_checkers.items()) == [("harness", cause), ("linearizable", missing)]
+    error = ElementTree.fromstring(junit_text(outcomes).encode("utf-8")).find("./testsuite/testcase/error")
+    assert error is not None and error.get("type") == "crashed"
+    assert error.get("message", "").startswith(f"crashed: harness: {cause}")
+    assert (error.text or "").startswith(f"harness: {cause}")
+    out = StringIO()
+    print_suite(SuiteResult(tmp_path, outcomes), Console(file=out, width=400))
+    assert f"harness: {cause}" in out.getvalue()
 
 
 # --- JUnit XML ------------------------------------------------------------------------------------
@@ -394,6 +426,73 @@ def test_a_suite_stops_with_a_run_that_a_signal_interrupted(tmp_path: Path) -> N
     assert calls == [0]  # the next case never started
     record = json.loads((tmp_path / "store" / "suites" / "fake" / "20261122T020000" / "suite.json").read_text())
     assert "interrupted (SIGTERM)" in json.dumps(record)
+
+
+class RecordingProgress(SilentProgress):
+    """A Progress that keeps what the suite told it about its cases."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+        self.finished: list[str] = []
+
+    def case_started(self, key: int, name: str) -> None:
+        self.events.append(("started", key))
+
+    def case_finished(self, key: int, message: str) -> None:
+        self.events.append(("finished", key))
+        self.finished.append(message)
+
+
+def _verdicts_by_seed(selection):  # noqa: ANN001, ANN202
+    """An analysis stand-in: even seeds valid, odd ones invalid."""
+    import json as json_
+
+    return {
+        r.path: (json_.loads((r.path / "test.json").read_text())["seed"] % 2 == 0, {}) for r in selection.runs
+    }
+
+
+def test_jobs_run_cases_at_once_and_judge_them_as_one_at_a_time_would(tmp_path: Path) -> None:
+    import json as json_
+
+    from tests.harness.fake_cases import paired_run, quick_run
+
+    cases = tuple(case(i, "invalid" if i % 2 else "valid") for i in range(4))
+    results = {}
+    for jobs, runner in ((1, quick_run), (2, paired_run)):
+        suite = Suite(name="par", path=tmp_path / "p.toml", cases=cases, store=str(tmp_path / f"store{jobs}"))
+        progress = RecordingProgress()
+        results[jobs] = run_suite(suite, analyse=_verdicts_by_seed, run=runner, progress=progress,
+                                  clock=lambda: STARTED, jobs=jobs)
+        if jobs == 2:
+            assert sorted(progress.events) == sorted([(k, i) for i in range(4) for k in ("started", "finished")])
+            met = [json_.loads((tmp_path / "store2" / f"t{i}" / "20261122T020000" / "test.json").read_text())
+                   for i in range(4)]
+            assert all(m["met_partner"] for m in met), met  # each pair ran at the same time
+            assert len({m["pid"] for m in met}) == 4  # each case in a process of its own
+    one, two = results[1], results[2]
+    assert [(o.case.name, o.valid, o.status) for o in one.outcomes] == [
+        (o.case.name, o.valid, o.status) for o in two.outcomes
+    ]
+    assert one.exit_code == two.exit_code == 0
+    record = json_.loads((two.directory / "suite.json").read_text())
+    assert [r["name"] for r in record["runs"]] == [c.name for c in cases]  # case order, not finishing order
+    assert [r["path"] for r in record["runs"]] == [f"t{i}/20261122T020000" for i in range(4)]
+
+
+def test_a_case_whose_process_dies_is_a_crash_and_the_others_still_run(tmp_path: Path) -> None:
+    from tests.harness.fake_cases import dying_run
+
+    cases = (case(0), case(1), case(2))
+    suite = Suite(name="die", path=tmp_path / "d.toml", cases=cases, store=str(tmp_path / "store"))
+    progress = RecordingProgress()
+    result = run_suite(suite, analyse=_verdicts_by_seed, run=dying_run, progress=progress,
+                       clock=lambda: STARTED, jobs=2)
+    assert [o.status for o in result.outcomes] == ["passed", "error", "passed"]
+    crashed = result.outcomes[1]
+    assert crashed.failed_checkers == {"harness": "the process running this case died (exit code 3)"}
+    assert any("crashed" in line and "exit code 3" in line for line in progress.finished)
+    assert result.exit_code == 2
 
 
 @pytest.mark.spark
