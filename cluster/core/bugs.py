@@ -6,7 +6,7 @@ modes it applies to, and the checker that is expected to catch it (issue 2, item
 
 A bug applies to a mode when the mistake means something there and is made in that mode's own code path
 (issue 7). The node-level bugs live in the shared write, read, replication and state machine code, so
-`ack-before-commit`, `stale-read` and `no-dedup` apply to every mode. The others:
+`ack-before-commit`, `stale-read`, `no-dedup` and `no-redelivery` apply to every mode. The others:
 
 * `vote-twice`: blazingmq, raft and aeron, whose members vote (aeron: a follower's Vote FOR once per
   term). Fluvio SPUs are appointed by the controller and lease nodes by the store's compare-and-set:
@@ -105,6 +105,13 @@ KNOWN_BUGS: dict[str, KnownBug] = {
         KnownBug(
             "no-dedup",
             "queue PUTs are not de-duplicated by GUID, so a retried PUT enqueues the message twice",
+            "committed-data durability",
+            modes=ALL_MODES,
+        ),
+        KnownBug(
+            "no-redelivery",
+            "a consumed message that is never confirmed (its consumer died, timed out or was cut off) stays "
+            "pending forever instead of being delivered again after the visibility timeout, so it is lost",
             "committed-data durability",
             modes=ALL_MODES,
         ),

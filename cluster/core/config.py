@@ -56,6 +56,9 @@ class NodeConfig:
         "doc": "queue PUT GUID de-duplication window (seed 004: 5 minutes)"})
     dedup_window_unit: str = field(default="seconds", metadata={
         "doc": "`seconds` of leader time carried in the entries, or `entries` (PUTs per queue)"})
+    visibility_timeout: float = field(default=5.0, metadata={
+        "doc": "seconds of leader time a consumed message stays pending before a consume delivers it again "
+               "unless confirmed (at-least-once; docs/workloads.md)"})
     store: tuple[str, ...] = field(default=(), metadata={
         "doc": "lease mode: the external store's members (a `raft` cluster), in a fixed order"})
     lease_key: str = field(default="leader", metadata={"doc": "lease mode: the store key holding the lease"})
@@ -88,7 +91,7 @@ class NodeConfig:
             raise ValueError(f"store members must not be cluster members: {', '.join(self.store)}")
         if not isinstance(self.lease_key, str) or not self.lease_key:
             raise ValueError(f"lease_key must be a non-empty string, got {self.lease_key!r}")
-        for name in ("heartbeat_interval", "proposal_timeout", "lease_ttl"):
+        for name in ("heartbeat_interval", "proposal_timeout", "lease_ttl", "visibility_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
         for name in ("election_random_wait", "dedup_window"):

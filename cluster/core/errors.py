@@ -42,6 +42,10 @@ ERRORS: dict[str, ErrorCode] = {
         ErrorCode("not-found", True,
                   "confirm of a message GUID that is not pending confirmation in that queue (committed, "
                   "no effect)"),
+        ErrorCode("in-flight", True,
+                  "consume of a queue with no message to deliver now while delivered ones await their confirm "
+                  "or visibility timeout (committed, no effect); `value` is `{\"in_flight\": n, "
+                  "\"visible_in\": seconds}` until the next one is delivered again"),
         ErrorCode("leadership-lost", False,
                   "the leader lost its leadership after appending the write and before it committed; a later "
                   "leader may still commit it"),

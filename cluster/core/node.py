@@ -179,7 +179,9 @@ class Node:
         # Volatile state. Entries up to the persisted `applied` mark were applied and journalled before
         # the restart: apply them again silently, so each LSN appears once in this node's journal.
         self.state_machine = StateMachine(config.dedup_window, config.dedup_window_unit,
-                                          dedup=not config.has_bug("no-dedup"))
+                                          dedup=not config.has_bug("no-dedup"),
+                                          visibility_timeout=config.visibility_timeout,
+                                          redelivery=not config.has_bug("no-redelivery"))
         for index in range(1, recovered.applied_index + 1):
             self.state_machine.apply(self.log.entry(index))
         self.applied_index = recovered.applied_index
@@ -1010,8 +1012,9 @@ def _outcome_reply(request_id: Any, outcome: Outcome, node_id: str) -> dict:
         if outcome.duplicate:
             reply["duplicate"] = True
         return reply
+    extra = {} if outcome.value is None else {"value": outcome.value}  # in-flight: what is pending
     return error_reply(request_id, outcome.error, f"committed at {outcome.lsn} without effect",
-                       leader=node_id, lsn=outcome.lsn)
+                       leader=node_id, lsn=outcome.lsn, **extra)
 
 
 def _validate_request(request: Any) -> str:

@@ -4,14 +4,31 @@ Two kinds of object live under string keys:
 
 * **registers** (read, write, compare-and-set): a read returns the value and the LSN of the entry that
   wrote it (null for a key never written);
-* **FIFO queues** (seed 004 "Message Flow"): `put` carries a client-generated GUID and is de-duplicated
-  within a window (seed 004 "Message Deduplication": a PUT whose GUID is already in the history is
-  acknowledged with the original's LSN and not enqueued again); `consume` hands out the oldest message not
-  yet delivered and moves it to the pending-confirm set; `confirm` removes a pending message.
+* **FIFO queues** with at-least-once delivery (seed 004 "Message Flow"): `put` carries a client-generated
+  GUID and is de-duplicated within a window (seed 004 "Message Deduplication": a PUT whose GUID is
+  already in the history is acknowledged with the original's LSN and not enqueued again); `consume`
+  delivers a message and keeps it *pending* until a `confirm` of its GUID removes it; a pending message
+  not confirmed within `visibility_timeout` is delivered again (seed 004: "the PUSH will be retried to
+  another consumer").
 
-De-duplication is decided when the entry is *applied*, from the entry alone (its GUID and its leader
-`time`), so every node reaches the same decision. The window counts seconds of leader time or PUT entries
-per queue (`NodeConfig.dedup_window_unit`).
+Every decision is taken when an entry is *applied*, from the entries alone, so every node, and every
+later leader, reaches the same one. Each entry carries its leader's `time` (`Node.log_time`: elapsed
+leader time, continued from the previous entry by each new leader, so it never decreases along the log):
+
+* de-duplication compares a PUT's time with the times of the recent PUTs (or counts PUT entries,
+  `NodeConfig.dedup_window_unit`);
+* redelivery compares a consume's time with the time each pending message was last delivered. A pending
+  message is delivered again by the first consume applied at least `visibility_timeout` after its last
+  delivery, ahead of messages never delivered (oldest first), with `"redelivered": true` in the message.
+  Nothing else triggers it: no timer, no message; a consumer that died, timed out, was cut off or whose
+  confirm was lost all look the same, and a consume committed by another leader counts alike. Time
+  without a leader is not counted, which only lengthens the wait.
+* a consume that finds no message to deliver while some are pending (not yet visible again) has no
+  effect and answers the definite error `in-flight` with `{"in_flight": n, "visible_in": seconds}`, so
+  that a consumer draining the queue knows to wait; `null` means the queue holds nothing at all.
+
+The known bug `no-redelivery` restores the old behaviour: a pending message is never delivered again and
+`null` is answered as soon as nothing is ready.
 
 `apply` returns the client outcome and the operation as the journal's `apply` event records it.
 """
@@ -48,7 +65,8 @@ class Queue:
     """One FIFO queue: messages not yet delivered, delivered ones awaiting confirm, recent GUIDs."""
 
     ready: deque = field(default_factory=deque)  # (guid, value)
-    pending: dict = field(default_factory=dict)  # guid -> value, in delivery order
+    # guid -> (value, time of its last delivery), in the order of those deliveries (oldest first)
+    pending: dict = field(default_factory=dict)
     seen: OrderedDict = field(default_factory=OrderedDict)  # guid -> (time, lsn), in log order
 
 
@@ -66,12 +84,15 @@ class Outcome:
 class StateMachine:
     """Registers and queues; deterministic given the entries applied."""
 
-    def __init__(self, dedup_window: float, dedup_unit: str, dedup: bool = True) -> None:
+    def __init__(self, dedup_window: float, dedup_unit: str, dedup: bool = True,
+                 visibility_timeout: float = 5.0, redelivery: bool = True) -> None:
         self.registers: dict[str, tuple[Any, list[int]]] = {}
         self.queues: dict[str, Queue] = {}
         self.dedup_window = dedup_window
         self.dedup_by_entries = dedup_unit == "entries"
         self.dedup = dedup
+        self.visibility_timeout = visibility_timeout
+        self.redelivery = redelivery
 
     def read(self, key: str) -> tuple[Any, list[int] | None]:
         """The register's value and the LSN of the write that produced it."""
@@ -97,13 +118,7 @@ class StateMachine:
         if f == "put":
             return self._put(self._queue(key), entry)
         if f == "consume":
-            queue = self._queue(key)
-            if not queue.ready:
-                return Outcome(True, None, lsn), {"f": "consume", "value": None}
-            guid, value = queue.ready.popleft()
-            queue.pending[guid] = value
-            message = {"guid": guid, "value": value}
-            return Outcome(True, message, lsn), {"f": "consume", "value": message}
+            return self._consume(self._queue(key), entry)
         if f == "confirm":
             queue = self._queue(key)
             guid = entry["guid"]
@@ -119,6 +134,30 @@ class StateMachine:
         if queue is None:
             queue = self.queues[key] = Queue()
         return queue
+
+    def _consume(self, queue: Queue, entry: Entry) -> tuple[Outcome, dict[str, Any]]:
+        lsn, now = entry["lsn"], entry.get("time", 0.0)
+        pending = queue.pending
+        # Pending messages are in the order of their last delivery, and entry times never decrease
+        # along the log: the first one is the next to become visible again.
+        oldest = next(iter(pending), None) if self.redelivery else None
+        if oldest is not None and pending[oldest][1] + self.visibility_timeout <= now:
+            value = pending.pop(oldest)[0]
+            pending[oldest] = (value, now)
+            message = {"guid": oldest, "value": value, "redelivered": True}
+            return Outcome(True, message, lsn), {"f": "consume", "value": message}
+        if queue.ready:
+            guid, value = queue.ready.popleft()
+            pending.pop(guid, None)  # (a second copy, only without de-duplication) keep the order
+            pending[guid] = (value, now)
+            message = {"guid": guid, "value": value}
+            return Outcome(True, message, lsn), {"f": "consume", "value": message}
+        if oldest is not None:
+            waiting = {"in_flight": len(pending),
+                       "visible_in": round(pending[oldest][1] + self.visibility_timeout - now, 6)}
+            return (Outcome(False, waiting, lsn, error="in-flight"),
+                    {"f": "consume", "value": None, "in_flight": len(pending)})
+        return Outcome(True, None, lsn), {"f": "consume", "value": None}
 
     def _put(self, queue: Queue, entry: Entry) -> tuple[Outcome, dict[str, Any]]:
         guid, value, lsn = entry["guid"], entry["value"], entry["lsn"]

@@ -219,4 +219,5 @@ def test_no_dedup_enqueues_a_retried_put_twice() -> None:
 
     puts, consumed = put_twice(())
     assert puts[1]["ok"] and puts[1]["duplicate"] is True and puts[1]["lsn"] == puts[0]["lsn"]
-    assert [c["value"] for c in consumed] == [{"guid": "g-1", "value": "m"}, None]
+    assert consumed[0]["value"] == {"guid": "g-1", "value": "m"}
+    assert consumed[1]["error"] == "in-flight" and consumed[1]["value"]["in_flight"] == 1  # one copy, pending

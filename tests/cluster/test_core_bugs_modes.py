@@ -129,7 +129,8 @@ def test_no_dedup_enqueues_a_retried_put_twice(mode: str) -> None:
 
     puts, consumed = put_twice(mode, ())
     assert puts[1]["ok"] and puts[1]["duplicate"] is True and puts[1]["lsn"] == puts[0]["lsn"]
-    assert [c["value"] for c in consumed] == [{"guid": "g-1", "value": "m"}, None]
+    assert consumed[0]["value"] == {"guid": "g-1", "value": "m"}
+    assert consumed[1]["error"] == "in-flight" and consumed[1]["value"]["in_flight"] == 1
 
 
 # --- lsn-reuse -------------------------------------------------------------------------------------------

@@ -29,11 +29,53 @@ def test_queue_is_fifo_and_consume_moves_a_message_to_pending_until_confirmed() 
     first, op = sm.apply(entry(3, "consume"))
     assert first.value == {"guid": "a", "value": "A"} and op == {"f": "consume", "value": first.value}
     assert sm.apply(entry(4, "consume"))[0].value == {"guid": "b", "value": "B"}
-    assert sm.apply(entry(5, "consume"))[0].value is None
-    confirmed, op = sm.apply(entry(6, "confirm", guid="a"))
+    confirmed, op = sm.apply(entry(5, "confirm", guid="a"))
     assert confirmed.ok and op == {"f": "confirm", "guid": "a", "ok": True}
-    again, _ = sm.apply(entry(7, "confirm", guid="a"))
+    again, _ = sm.apply(entry(6, "confirm", guid="a"))
     assert not again.ok and again.error == "not-found"
+    assert sm.apply(entry(7, "confirm", guid="b"))[0].ok
+    empty, op = sm.apply(entry(8, "consume"))
+    assert empty.ok and empty.value is None and op == {"f": "consume", "value": None}
+
+
+def test_an_unconfirmed_message_is_delivered_again_after_the_visibility_timeout() -> None:
+    """Redelivery is decided from the entries' leader times: the same on every node and every leader."""
+    sm = StateMachine(300.0, "seconds", visibility_timeout=5.0)
+    sm.apply(entry(1, "put", time=0.0, value="A", guid="a"))
+    sm.apply(entry(2, "put", time=0.0, value="B", guid="b"))
+    assert sm.apply(entry(3, "consume", time=1.0))[0].value == {"guid": "a", "value": "A"}  # never confirmed
+    assert sm.apply(entry(4, "consume", time=2.0))[0].value == {"guid": "b", "value": "B"}
+    waiting, op = sm.apply(entry(5, "consume", time=4.0))  # nothing ready, both pending
+    assert not waiting.ok and waiting.error == "in-flight" and waiting.lsn == [1, 5]
+    assert waiting.value == {"in_flight": 2, "visible_in": 2.0} and op == {"f": "consume", "value": None,
+                                                                            "in_flight": 2}
+    again, op = sm.apply(entry(6, "consume", time=6.0))  # a's 5 s have passed, b's not
+    assert again.value == {"guid": "a", "value": "A", "redelivered": True} and op["value"] == again.value
+    assert sm.apply(entry(7, "consume", time=6.5))[0].value == {"in_flight": 2, "visible_in": 0.5}
+    assert sm.apply(entry(8, "confirm", time=6.6, guid="b"))[0].ok  # b's consumer was only slow
+    assert sm.apply(entry(9, "confirm", time=6.7, guid="a"))[0].ok
+    assert sm.apply(entry(10, "consume", time=20.0))[0].value is None  # nothing left at all
+
+
+def test_a_message_due_again_goes_ahead_of_messages_never_delivered() -> None:
+    sm = StateMachine(300.0, "seconds", visibility_timeout=1.0)
+    sm.apply(entry(1, "put", value="A", guid="a"))
+    sm.apply(entry(2, "consume", time=0.0))
+    sm.apply(entry(3, "put", time=0.5, value="B", guid="b"))
+    assert sm.apply(entry(4, "consume", time=0.9))[0].value == {"guid": "b", "value": "B"}
+    assert sm.apply(entry(5, "consume", time=1.0))[0].value["guid"] == "a"  # due again: first
+    # Each delivery restarts the message's timeout: b (delivered at 0.9) is due before a (at 1.0).
+    assert sm.apply(entry(6, "consume", time=1.95))[0].value["guid"] == "b"
+    assert sm.apply(entry(7, "consume", time=2.0))[0].value["guid"] == "a"
+
+
+def test_without_redelivery_a_pending_message_is_never_delivered_again() -> None:
+    sm = StateMachine(300.0, "seconds", visibility_timeout=1.0, redelivery=False)
+    sm.apply(entry(1, "put", value="A", guid="a"))
+    assert sm.apply(entry(2, "consume", time=0.0))[0].value == {"guid": "a", "value": "A"}
+    empty, _ = sm.apply(entry(3, "consume", time=100.0))
+    assert empty.ok and empty.value is None  # the old behaviour: the message is gone unconfirmed
+    assert sm.apply(entry(4, "confirm", guid="a"))[0].ok  # a late confirm still finds it pending
 
 
 def test_a_put_retried_within_the_time_window_is_acknowledged_with_the_original_lsn() -> None:
