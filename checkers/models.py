@@ -524,7 +524,12 @@ class QueueModel(KeyedModel):
     message, and an ``ok`` consume reports it (``{"guid", "value"}``) or null when the queue was empty.
 
     ``confirm`` (BlazingMQ's CONFIRM, seed 004) does not change the order of the queue; whether each
-    message is delivered once is the durability checker's question, so it is left out here.
+    message is delivered once is the durability checker's question, so it is left out here. So is a
+    *redelivery*: an ``ok`` consume whose message carries ``"redelivered": true`` (at-least-once queues
+    such as the bundled cluster's deliver a message again when no confirm came within a visibility
+    timeout, and say so) took nothing from the queue: the message left it at its first delivery, which
+    was an ``ok`` consume without the flag or, if there is none, an ``info`` consume of an anonymous
+    message (below).
 
     The state is ``(messages, enqueued, ahead)``: the messages in the queue, oldest first, and which of
     the consumed messages have been enqueued so far (used by the last reduction below). ``prepare_group``
@@ -559,7 +564,8 @@ class QueueModel(KeyedModel):
         consume_call: dict[Hashable, int] = {}
         consume_ret: dict[Hashable, int] = {}
         for op in ops:
-            if op.f == "consume" and op.type == "ok" and op.output is not None and op.ret is not None:
+            if (op.f == "consume" and op.type == "ok" and op.output is not None and op.ret is not None
+                    and not _redelivery(op)):
                 message = self._message(op, op.output, "consume output")
                 if message in put:
                     consume_call.setdefault(message, op.call)
@@ -615,7 +621,8 @@ class QueueModel(KeyedModel):
                 return Transition(_dequeue_indeterminate, None)
             if op.output is None:
                 return Transition(_dequeue_empty, None, pure=True)
-            return Transition(_dequeue, self._message(op, op.output, "consume output"))
+            message = self._message(op, op.output, "consume output")
+            return None if _redelivery(op) else Transition(_dequeue, message)
         if f == "confirm":
             return None
         raise self._unknown(op)
@@ -638,6 +645,11 @@ class QueueModel(KeyedModel):
                 for message in state[0]
             ]
         )
+
+
+def _redelivery(op: Operation) -> bool:
+    """An ok consume that delivered again a message delivered before (QueueModel)."""
+    return isinstance(op.output, dict) and op.output.get("redelivered") is True
 
 
 # The anonymous message standing for every message that no ok consume returned (QueueModel).

@@ -363,8 +363,12 @@ def test_queue_delivers_in_order_and_each_message_once() -> None:
     b = HistoryBuilder()
     b.op(0, "put", "q", {"guid": "a", "value": 1})
     b.op(1, "consume", "q", None, output={"guid": "a", "value": 1})
-    b.op(1, "consume", "q", None, output={"guid": "a", "value": 1})
+    again = b.op(1, "consume", "q", None, output={"guid": "a", "value": 1})
     assert check_linearizability(ops_of(b), "queue").valid is False
+    # Flagged as a redelivery (an at-least-once queue, nobody confirmed it): nothing left the queue.
+    b.events[again - 1]["value"] = {"guid": "a", "value": 1, "redelivered": True}
+    b.op(1, "consume", "q", None, output=None)
+    assert check_linearizability(ops_of(b), "queue").valid is True
 
 
 def test_queue_info_consume_may_have_taken_the_head() -> None:
@@ -375,6 +379,13 @@ def test_queue_info_consume_may_have_taken_the_head() -> None:
     b.complete(1, "info", "consume", "q", None, error="timeout")
     b.op(2, "consume", "q", None, output={"guid": "b", "value": 2})
     assert check_linearizability(ops_of(b), "queue").valid is True
+    # An at-least-once queue delivers the message the lost consume took again, flagged: that took
+    # nothing from the queue (the first delivery did)...
+    b.op(2, "consume", "q", None, output={"guid": "a", "value": 1, "redelivered": True})
+    assert check_linearizability(ops_of(b), "queue").valid is True
+    # ...while without the flag a second delivery is a second dequeue of a message put once.
+    b.op(3, "consume", "q", None, output={"guid": "b", "value": 2})
+    assert check_linearizability(ops_of(b), "queue").valid is False
 
 
 def test_queue_prepare_group_anonymises_unconsumed_messages() -> None:
