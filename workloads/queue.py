@@ -8,10 +8,15 @@ Each logical process draws, from its own seeded stream, a queue ``q0``.. and eit
 unique) or a ``consume``, followed with probability ``confirm_probability`` by a ``confirm`` of whatever
 that consume returned. The stream cannot know what a consume will return, so a ``confirm`` op carries no
 GUID (``value`` null): the client fills in the message its process consumed last from that queue
-(``workloads.client``). Unconfirmed messages are what a broker redelivers.
+(``workloads.client``). Unconfirmed messages are what a broker redelivers: the node delivers a message
+again once its visibility timeout has passed without a confirm (``cluster.core.statemachine``).
 
 The final phase drains every queue the run used at each node: ``consume`` until the queue reports
-empty, confirming each message, giving up after ``DRAIN_GIVE_UP`` consecutive failures. Checkers: all
+empty (an ``ok`` consume of null), confirming each message. A consume that finds nothing to deliver
+while messages are still pending ends ``fail`` with ``in-flight`` and says when the next one becomes
+visible again: the drain waits for it (at most ``DRAIN_POLL`` seconds at a time, ``DRAIN_PATIENCE`` in
+all per queue), so that every message a consumer of the run took and never confirmed is delivered again
+before the drain ends. It gives up after ``DRAIN_GIVE_UP`` consecutive other failures. Checkers: all
 four; model ``queue``.
 """
 
@@ -21,6 +26,7 @@ import math
 import random
 import uuid
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from workloads.ops import (
     CHECKERS,
@@ -37,6 +43,12 @@ DRAIN_GIVE_UP = 5
 """Consecutive ``fail`` completions after which a drain stops (the interpreter handles ``info``)."""
 DRAIN_LIMIT = 1_000_000
 """Consumes one drain makes at most; a queue that never empties is itself a finding."""
+DRAIN_POLL = 1.0
+"""Seconds a drain waits at most before asking again a queue whose messages are in flight."""
+DRAIN_MARGIN = 0.05
+"""Seconds a drain waits beyond the ``visible_in`` the node gave (leader time is not the client's)."""
+DRAIN_PATIENCE = 120.0
+"""Seconds a drain waits in all per queue for in-flight messages; then it stops (the verdict: unknown)."""
 
 
 def draw_guid(rng: random.Random) -> str:
@@ -91,8 +103,11 @@ class QueueWorkload:
     def final_ops(self, node: str, keys: Sequence[str]) -> FinalOps:
         for key in sorted(set(keys)):
             failures = 0
+            waited = 0.0
+            wait = 0.0
             for _ in range(DRAIN_LIMIT):
-                kind, message = completion_fields((yield Op("consume", key, None, node=node)))
+                kind, message = completion_fields((yield Op("consume", key, None, node=node, think=wait)))
+                wait = 0.0
                 if kind == "ok" and message is None:
                     break  # the queue is empty
                 if kind == "ok":
@@ -101,6 +116,25 @@ class QueueWorkload:
                     if guid is not None:
                         yield Op("confirm", key, guid, node=node)
                     continue
+                in_flight = in_flight_wait(kind, message)
+                if in_flight is not None:
+                    if waited >= DRAIN_PATIENCE:
+                        break
+                    wait = min(in_flight, DRAIN_PATIENCE - waited)
+                    waited += wait
+                    continue
                 failures += 1
                 if failures >= DRAIN_GIVE_UP:
                     break
+
+
+def in_flight_wait(kind: str | None, value: Any) -> float | None:
+    """Seconds to wait before consuming again, if a consume's completion says that nothing could be
+    delivered because messages are in flight (error ``in-flight``, value ``{"in_flight", "visible_in"}``);
+    ``None`` for any other completion."""
+    if kind != "fail" or not isinstance(value, dict) or "in_flight" not in value:
+        return None
+    visible_in = value.get("visible_in")
+    if not isinstance(visible_in, int | float) or not math.isfinite(visible_in):
+        return DRAIN_POLL
+    return round(min(max(visible_in, 0.0) + DRAIN_MARGIN, DRAIN_POLL), 6)

@@ -16,7 +16,14 @@ from checkers.models import MODELS
 from tests.hash_seeds import outputs_under_hash_seeds
 from workloads.generator import make_workload, plan, workload_names
 from workloads.ops import CHECKERS, VALUE_STRIDE, Op
-from workloads.queue import DRAIN_GIVE_UP, QueueWorkload
+from workloads.queue import (
+    DRAIN_GIVE_UP,
+    DRAIN_MARGIN,
+    DRAIN_PATIENCE,
+    DRAIN_POLL,
+    QueueWorkload,
+    in_flight_wait,
+)
 from workloads.register import FINAL_RETRIES, FINAL_RETRY_THINK, RegisterWorkload
 
 seeds = st.integers(0, 2**64 - 1)
@@ -201,6 +208,31 @@ def test_queue_final_phase_drains_until_empty_and_confirms_each_message() -> Non
         Op("consume", "q1", None, node="n1"),
     ]
     assert len(asked) == 4 + DRAIN_GIVE_UP - 1
+
+
+def test_queue_drain_waits_for_in_flight_messages_to_come_back() -> None:
+    """Nothing to deliver while messages are pending: wait until the next is visible again, then go on;
+    an in-flight answer is not a failure, but the waiting is bounded."""
+    drain = QueueWorkload(random.Random(1)).final_ops("n1", ["q0"])
+    assert next(drain) == Op("consume", "q0", None, node="n1")
+    in_flight = {"type": "fail", "value": {"in_flight": 2, "visible_in": 0.25}, "error": "in-flight"}
+    assert drain.send(in_flight) == Op("consume", "q0", None, node="n1", think=0.25 + DRAIN_MARGIN)
+    far = {"type": "fail", "value": {"in_flight": 1, "visible_in": 30.0}}
+    assert drain.send(far) == Op("consume", "q0", None, node="n1", think=DRAIN_POLL)  # asks again meanwhile
+    redelivered = {"guid": "g-1", "value": 7, "redelivered": True}
+    assert drain.send({"type": "ok", "value": redelivered}) == Op("confirm", "q0", "g-1", node="n1")
+    assert drain.send({"type": "ok", "value": None}) == Op("consume", "q0", None, node="n1")
+    with pytest.raises(StopIteration):
+        drain.send({"type": "ok", "value": None})  # empty: nothing ready, nothing pending
+
+    patient = QueueWorkload(random.Random(1)).final_ops("n1", ["q0"])
+    waits = [next(patient).think]
+    with pytest.raises(StopIteration):
+        for _ in range(10 * int(DRAIN_PATIENCE / DRAIN_POLL)):
+            waits.append(patient.send(far).think)
+    assert sum(waits) == pytest.approx(DRAIN_PATIENCE) and len(waits) > DRAIN_GIVE_UP
+    assert in_flight_wait("fail", {"in_flight": 1}) == DRAIN_POLL  # no visible_in: poll
+    assert in_flight_wait("fail", None) is None and in_flight_wait("ok", far["value"]) is None
 
 
 HASH_SEED_SCRIPT = """
