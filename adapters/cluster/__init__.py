@@ -68,7 +68,7 @@ KNOWN_BUGS_INFO = {
     name: {
         "modes": list(bug.modes),
         "checker": CHECKER_OF_PROPERTY.get(bug.caught_by, bug.caught_by),
-        "workload": "queue" if name == "no-dedup" else "register",
+        "workload": bug.workload,
         "description": bug.description,
     }
     for name, bug in sorted(KNOWN_BUGS.items())

@@ -9,9 +9,9 @@ external-store modes when asked for by name) and each mode
 it applies to, explore seeds in order until the checker named for the bug (``KnownBug.caught_by``) fails,
 and count the seeds (and simulated seconds) that took; repeat over several *rounds* of disjoint seeds
 (round ``r`` starts at seed ``r * ROUND_STRIDE + 1``). Each bug runs the workload that can show it
-(queue PUTs for ``no-dedup``, registers otherwise) under all of the simulator's nemeses, except where
-:data:`BUG_SETUPS` says otherwise. The bug-free build of each mode is explored too and must fail no
-checker at all.
+(``KnownBug.workload``: the queue for ``no-dedup`` and ``no-redelivery``, registers otherwise) under all of
+the simulator's nemeses, except where :data:`BUG_SETUPS` says otherwise. The bug-free build of each mode
+is explored too and must fail no checker at all.
 
 **Stability figure.** The BlazingMQ article (seed 000) predicts what ElectionScouting buys: without it, a
 follower cut off from the leader keeps proposing itself with ever higher terms, and in the "leader
@@ -244,6 +244,7 @@ SUITE_NEMESES: dict[str, tuple[str, ...]] = {
     "skip-leader-sync": ("partition", "kill"), "lsn-reuse": ("kill",), "stale-read": ("partition", "pause"),
     "lease-read-wallclock": ("partition+clock",), "promote-outside-lrs": ("partition", "kill"),
     "stale-vote": ("partition", "kill"), "no-dedup": ("partition", "kill", "pause"),
+    "no-redelivery": ("partition", "kill", "pause"),
     "lease-own-clock": ("partition+clock",), "no-fencing-token": ("partition", "pause", "partition+pause+latency"),
 }
 """The nemeses (``+`` joins packages run together) tried per bug in suite-sized runs: those that can expose it."""

@@ -40,6 +40,8 @@ class KnownBug:
     description: str
     caught_by: str
     modes: tuple[str, ...] = ("blazingmq", "raft")
+    #: the workload whose operations can show it: the queue's bugs need the queue
+    workload: str = "register"
 
 
 KNOWN_BUGS: dict[str, KnownBug] = {
@@ -107,6 +109,7 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "queue PUTs are not de-duplicated by GUID, so a retried PUT enqueues the message twice",
             "committed-data durability",
             modes=ALL_MODES,
+            workload="queue",
         ),
         KnownBug(
             "no-redelivery",
@@ -114,6 +117,7 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "pending forever instead of being delivered again after the visibility timeout, so it is lost",
             "committed-data durability",
             modes=ALL_MODES,
+            workload="queue",
         ),
         KnownBug(
             "lease-own-clock",
