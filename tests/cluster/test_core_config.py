@@ -27,6 +27,7 @@ def test_defaults_elect_within_a_few_seconds_and_derive_one_value_each() -> None
     ({"heartbeat_interval": 0}, "heartbeat_interval must be > 0"),
     ({"missed_heartbeats": 0}, "missed_heartbeats must be an integer >= 1"),
     ({"dedup_window_unit": "hours"}, "unknown dedup_window_unit 'hours'"),
+    ({"visibility_timeout": 0}, "visibility_timeout must be > 0"),
     ({"bugs": frozenset({"nope"})}, "unknown bug 'nope'"),
 ])
 def test_bad_settings_get_one_line_errors(kwargs: dict, fragment: str) -> None:
