@@ -45,6 +45,14 @@ operation. For each queue:
   ``"unknown"``. An ``info`` consume does not excuse anything: the message it may have taken was never
   confirmed, so the queue must deliver it again, and a queue that does not (bug ``no-redelivery``) has
   lost it.
+* **dropped** (at-least-once): a message that some ``ok`` put or ``ok`` consume shows was in the queue,
+  that no confirm removed, and yet the final drain observed the queue empty. A queue that delivers until
+  confirmed empties only through confirms, so each message must have a confirm that did not fail. The
+  history may not say which message an ``info`` confirm was about (a client that confirms "the message
+  this process consumed last" records no GUID when it gets no answer), so ``k`` such confirms explain
+  up to ``k`` unconfirmed messages; beyond that, (unconfirmed - ``k``) are counted dropped and all are
+  listed. This is what shows a queue that forgets a message whose consumer never confirmed it (bug
+  ``no-redelivery``) even when every message was delivered once.
 * **duplicate**: a GUID delivered again when the semantics forbid it: at-least-once, a delivery invoked
   after an ``ok`` confirm of that GUID completed (a confirmed message is gone; seeing it again means it
   was enqueued twice, e.g. a re-sent put not de-duplicated); exactly-once, any second delivery.
@@ -166,8 +174,9 @@ class _Findings:
         self.lost_ids: set[int] = set()
         self.never_written: list[dict[str, Any]] = []
         self.duplicates: list[dict[str, Any]] = []
+        self.dropped: list[dict[str, Any]] = []
         self.missing_on_node: dict[int, dict[str, Any]] = {}
-        self.counts = {"lost": 0, "never-written": 0, "duplicate": 0, "missing-on-node": 0}
+        self.counts = {"lost": 0, "dropped": 0, "never-written": 0, "duplicate": 0, "missing-on-node": 0}
         self.undetermined: list[str] = []
 
     def add_list(self, kind: str, target: list[dict[str, Any]], record: dict[str, Any]) -> None:
@@ -379,6 +388,8 @@ def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stat
     deliveries: dict[Any, dict[Any, list[Operation]]] = {}
     confirms: dict[Any, dict[Any, list[Operation]]] = {}
     confirming: set[Any] = set()
+    confirmed: dict[Any, set[Any]] = {}  # GUIDs some confirm that did not fail was about
+    unknown_confirms: dict[Any, int] = {}  # confirms that did not fail, about a GUID the history omits
     info_consumes = 0
     final_ops: dict[Any, list[Operation]] = {}
     delivered_count = 0
@@ -402,6 +413,12 @@ def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stat
             confirming.add(queue)
             if op.ok:
                 confirms.setdefault(queue, {}).setdefault(_put_guid(history, op), []).append(op)
+            if op.type != "fail":
+                guid = _put_guid(history, op)
+                if guid is None:
+                    unknown_confirms[queue] = unknown_confirms.get(queue, 0) + 1
+                else:
+                    confirmed.setdefault(queue, set()).add(guid)
 
     # never-written, duplicate and redelivered deliveries.
     redelivered = redeliveries = 0
@@ -453,6 +470,9 @@ def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stat
                 "drain": [op.evidence() for op in final_ops[queue][-3:]],
             },
         )
+    for queue in sorted(confirming & {q for q, empty in drained.items() if empty}, key=repr):
+        _check_dropped(queue, puts.get(queue, {}), deliveries.get(queue, {}), confirmed.get(queue, set()),
+                       unknown_confirms.get(queue, 0), final_ops[queue], findings)
     for queue, count in not_drained.items():
         findings.undetermined.append(
             f"queue {queue!r}: {count} acknowledged puts undelivered and the final drain did not observe "
@@ -468,6 +488,51 @@ def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stat
     stats["queues_drained"] = sum(1 for v in drained.values() if v)
     stats["final_consumes"] = sum(len(v) for v in final_ops.values())
     return [put for _, _, put in ok_puts]
+
+
+def _check_dropped(
+    queue: Any,
+    puts: Mapping[Any, list[Operation]],
+    deliveries: Mapping[Any, list[Operation]],
+    confirmed: set[Any],
+    unknown_confirms: int,
+    final_ops: list[Operation],
+    findings: _Findings,
+) -> None:
+    """At-least-once, drained queue: messages known to have been in it and never confirmed (module
+    docstring), beyond what the confirms of unknown GUID may explain."""
+    unconfirmed: list[tuple[Any, Operation, list[Operation]]] = []
+    for guid, ops in puts.items():
+        if guid in confirmed:
+            continue
+        acked = [p for p in ops if p.ok]
+        delivered = deliveries.get(guid, [])
+        if not delivered and (not acked or acked[0].id in findings.lost_ids):
+            continue  # never shown to be in the queue, or already reported lost
+        if delivered and not any(p.type != "fail" for p in ops):
+            continue  # never-written, reported as that
+        unconfirmed.append((guid, acked[0] if acked else ops[0], delivered))
+    excess = len(unconfirmed) - unknown_confirms
+    if excess <= 0:
+        return
+    rule = "never confirmed, and the final drain observed the queue empty"
+    if unknown_confirms:
+        rule += f"; {unknown_confirms} confirms of unknown GUID explain at most {unknown_confirms} of these"
+    for guid, put, delivered in sorted(unconfirmed, key=lambda u: u[1].call):
+        if len(findings.dropped) >= MAX_REPORTED:
+            break
+        findings.dropped.append(
+            {
+                "key": put.key,
+                "guid": guid,
+                "rule": rule,
+                "put": put.evidence(),
+                "delivered": len(delivered),
+                "deliveries": [op.evidence() for op in delivered[:5]],
+                "drain": [op.evidence() for op in final_ops[-3:]],
+            }
+        )
+    findings.counts["dropped"] += excess
 
 
 def _drained(final_ops: list[Operation]) -> bool:
@@ -676,6 +741,13 @@ def _summary(findings: _Findings) -> str:
             f"{record['acked_at']} ns (history line {record['acked_line']}) never applied on "
             f"{', '.join(record['lacking'])}"
         )
+    if findings.dropped:
+        record = findings.dropped[0]
+        return (
+            f"{head}; first: GUID {record['guid']!r} on queue {record['key']!r} delivered "
+            f"{_count(record['delivered'], 'time')}, never confirmed, gone when the final drain found the queue "
+            "empty"
+        )
     if findings.never_written:
         record = findings.never_written[0]
         what = f"value {record['value']!r}" if "value" in record else f"GUID {record['guid']!r}"
@@ -694,4 +766,6 @@ def _counterexample(findings: _Findings) -> dict[str, Any]:
         out["never_written"] = findings.never_written
     if findings.duplicates:
         out["duplicates"] = findings.duplicates
+    if findings.dropped:
+        out["dropped"] = findings.dropped
     return out

@@ -415,9 +415,9 @@ def test_queue_info_consumes_excuse_no_loss_whatever_their_number() -> None:
     for process in (10, 11):
         b.invoke(process, "consume", "q")
         b.complete(process, "info", "consume", "q")
-    b.op(12, "confirm", "q", "g0")  # confirms on the queue: at-least-once
     _heal(b)
     _consume(b, 13, "g1")
+    b.op(13, "confirm", "q", "g1")  # confirms on the queue: at-least-once
     _consume(b, 13, None)
     verdict = check_durability(b.history(), model="queue")
     assert verdict.valid is False
@@ -452,3 +452,35 @@ def test_queue_redeliveries_are_counted_and_summarised_not_anomalies() -> None:
     (dup,) = verdict.counterexample["duplicates"]
     assert dup["guid"] == "g2" and dup["second"]["complete_line"] == again
     assert "(1 message also delivered again before a confirm: allowed)" in verdict.summary
+
+
+def test_queue_a_message_never_confirmed_cannot_leave_an_at_least_once_queue() -> None:
+    """Delivered once, never confirmed, and the drain finds the queue empty: the queue dropped it instead
+    of delivering it again (what the no-redelivery bug does to a consumer that went away)."""
+    b = HistoryBuilder()
+    _put(b, 0, "g1")
+    _put(b, 1, "g2")
+    first = _consume(b, 10, "g1")  # its consumer never confirms
+    _consume(b, 11, "g2")
+    b.op(11, "confirm", "q", "g2")
+    _heal(b)
+    _consume(b, 12, None)
+    verdict = check_durability(b.history(), model="queue")
+    assert verdict.valid is False and verdict.stats["anomalies"] == {"dropped": 1}
+    assert verdict.counterexample is not None
+    (dropped,) = verdict.counterexample["dropped"]
+    assert dropped["guid"] == "g1" and dropped["deliveries"][0]["complete_line"] == first
+    assert "GUID 'g1' on queue 'q' delivered 1 time, never confirmed" in verdict.summary
+    # A confirm whose answer was lost and whose GUID the history omits may have been g1's.
+    b.invoke(10, "confirm", "q", None)
+    b.complete(10, "info", "confirm", "q", None, error="timeout")
+    assert check_durability(b.history(), model="queue").valid is True
+    # Delivered again and confirmed: nothing dropped.
+    c = HistoryBuilder()
+    _put(c, 0, "g1")
+    _consume(c, 10, "g1")
+    _heal(c)
+    c.op(12, "consume", "q", output={"guid": "g1", "value": "m-g1", "redelivered": True})
+    c.op(12, "confirm", "q", "g1")
+    _consume(c, 12, None)
+    assert check_durability(c.history(), model="queue").valid is True
