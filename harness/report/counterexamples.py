@@ -3,7 +3,7 @@
 The shapes are the checkers' (``checkers/``), recognised by their fields rather than by the checker's
 name, so a renamed checker keeps its drawing and an unknown shape still shows, as JSON:
 
-* durability (``lost``, ``missing_on_node``, ``never_written``, ``duplicates``): each lost write as a bar
+* durability (``lost``, ``missing_on_node``, ``never_written``, ``duplicates``, ``dropped``): each lost write as a bar
   from its invoke to its acknowledgement, with the final reads that missed it, on the run's axis; a
   table of when each was acknowledged and which nodes lack it;
 * single leader per term (``term``, ``claims``, ``role_events``): the claimants' roles around their
@@ -149,7 +149,8 @@ def anomaly_time(counterexample: Any, alignment: Alignment | None) -> tuple[int,
             times = [r.get("acked_at") for r in records if isinstance(r.get("acked_at"), int)]
             if times:
                 return min(times), label
-    for kind, key in (("never_written", "read"), ("never_written", "delivery"), ("duplicates", "second")):
+    for kind, key in (("never_written", "read"), ("never_written", "delivery"), ("duplicates", "second"),
+                      ("dropped", "put")):
         records = ce.get(kind)
         if isinstance(records, list) and records and isinstance(records[0], Mapping):
             t = _evidence_time(records[0].get(key), "ret")
@@ -249,6 +250,17 @@ def _durability(view: CheckerView, ce: Mapping[str, Any], faults: FaultView, end
               _line("history.jsonl", (r.get("first") or {}).get("complete_line")),
               _line("history.jsonl", (r.get("second") or {}).get("complete_line"))] for r in duplicates],
             note=_more(view.stats, "duplicate", len(duplicates)),
+        ))
+    dropped = [r for r in ce.get("dropped") or [] if isinstance(r, Mapping)]
+    if dropped:
+        view.tables.append(Table(
+            "Messages never confirmed, gone when the final drain found the queue empty",
+            ["queue", "GUID", "put in history", "deliveries", "last delivery", "why"],
+            [[Cell(short(r.get("key"), 24), cls="mono"), Cell(short(r.get("guid"), 30), cls="mono"),
+              _line("history.jsonl", (r.get("put") or {}).get("complete_line")), Cell(str(r.get("delivered", "—"))),
+              _line("history.jsonl", ((r.get("deliveries") or [{}])[-1] or {}).get("complete_line")),
+              Cell(str(r.get("rule", "")), cls="small")] for r in dropped],
+            note=_more(view.stats, "dropped", len(dropped)),
         ))
 
 
@@ -739,7 +751,7 @@ def checker_view(
         elif "unknown_keys" in ce:
             view.kind = "linearizability-unknown"
             _unknown_keys(view, ce)
-        elif any(k in ce for k in ("lost", "missing_on_node", "never_written", "duplicates")):
+        elif any(k in ce for k in ("lost", "missing_on_node", "never_written", "duplicates", "dropped")):
             view.kind = "durability"
             _durability(view, ce, faults, end)
         elif "claims" in ce:

@@ -249,3 +249,24 @@ def test_a_run_without_history_or_journals_still_gets_a_page(tmp_path: Path) -> 
 def test_not_a_run_directory_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="is not a stored run"):
         write_report(tmp_path)
+
+
+def test_a_message_dropped_unconfirmed_gets_a_table_naming_it() -> None:
+    from checkers.durability import check_durability
+    from harness.report.counterexamples import checker_view
+    from harness.report.faults import FaultView
+    from tests.checkers.scenario import HistoryBuilder
+
+    b = HistoryBuilder()
+    b.invoke(0, "put", "q", {"guid": "g1", "value": 1})
+    put = b.complete(0, "ok", "put", "q", {"guid": "g1", "value": 1})
+    delivered = b.op(1, "consume", "q", output={"guid": "g1", "value": 1})  # never confirmed
+    b.op(2, "confirm", "q", "g0")
+    b.op(3, "consume", "q", output=None, final=True)
+    verdict = check_durability(b.history(), model="queue").to_json()
+    view = checker_view("durability", verdict, None, FaultView(), end=10**9)
+    assert view.kind == "durability"
+    (table,) = [t for t in view.tables if t.title.startswith("Messages never confirmed")]
+    (row,) = table.rows
+    assert [row[0].text, row[1].text, row[2].text, row[3].text, row[4].text] == [
+        "q", "g1", f"history.jsonl:{put}", "1", f"history.jsonl:{delivered}"]
