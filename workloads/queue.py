@@ -8,7 +8,7 @@ Each logical process draws, from its own seeded stream, a queue ``q0``.. and eit
 unique) or a ``consume``, followed with probability ``confirm_probability`` by a ``confirm`` of whatever
 that consume returned. The stream cannot know what a consume will return, so a ``confirm`` op carries no
 GUID (``value`` null): the client fills in the message its process consumed last from that queue
-(``workloads.client``). Unconfirmed messages are what a broker redelivers: the node delivers a message
+(``adapters.cluster.client``). Unconfirmed messages are what a broker redelivers: the node delivers a message
 again once its visibility timeout has passed without a confirm (``cluster.core.statemachine``).
 
 The final phase drains every queue the run used at each node: ``consume`` until the queue reports
