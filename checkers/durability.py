@@ -47,7 +47,9 @@ operation. For each queue:
   lost it.
 * **dropped** (at-least-once): a message that some ``ok`` put or ``ok`` consume shows was in the queue,
   that no confirm removed, and yet the final drain observed the queue empty. A queue that delivers until
-  confirmed empties only through confirms, so each message must have a confirm that did not fail. The
+  confirmed empties only through confirms, so each message must have a confirm that did not fail (an
+  empty answer means nothing is ready *and* nothing awaits a confirm: a queue with messages in flight
+  must answer otherwise, as the bundled cluster's ``in-flight`` error does, and the drain waits). The
   history may not say which message an ``info`` confirm was about (a client that confirms "the message
   this process consumed last" records no GUID when it gets no answer), so ``k`` such confirms explain
   up to ``k`` unconfirmed messages; beyond that, (unconfirmed - ``k``) are counted dropped and all are
