@@ -1,6 +1,6 @@
 """The asyncio runtime of one ``cluster`` node: ``python3 -m cluster.node --id n1 --listen ... --peers ...``.
 
-It drives the sans-IO core (``cluster.core.node.Node``, contract in ``docs/node-core.md``) with the real
+It drives the sans-IO core (``cluster.core.member.Node``, contract in ``docs/node-core.md``) with the real
 world: a TCP server on one port for clients and peers (``cluster.wire`` says how the first line tells them
 apart), an outbound connection to each peer with reconnect and backoff, the monotonic and wall clocks, an
 RNG seeded from ``--seed`` or ``os.urandom``, the storage file and the journal (``cluster.disk``).
@@ -53,7 +53,7 @@ from cluster.core.election import ELECTIONS
 from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.errors import error_reply as core_error_reply
 from cluster.core.fluvio_controller import Controller, ControllerConfig, recover_controller
-from cluster.core.node import Node, Ready
+from cluster.core.member import Node, Ready
 from cluster.core.storage import StorageError, recover
 from cluster.disk import (
     FSYNC_POLICIES,

@@ -2,7 +2,7 @@
 time, and :class:`SimulatedCluster`, what the sim platform of ``harness run`` drives
 (``harness.sim.system.SimulatedSystem``; ``ClusterDB.simulate`` makes one).
 
-The world is the simulator's driver of ``cluster.core.node.Node`` (docs/node-core.md): it carries out
+The world is the simulator's driver of ``cluster.core.member.Node`` (docs/node-core.md): it carries out
 every ``Ready`` in the contract's order (persist, journal, send, reply, arm the next tick), with a
 simulated disk per node (:mod:`harness.sim.disk`), a seeded network (:mod:`harness.sim.network`) and
 per-node clocks (:mod:`harness.sim.clock`). The harness's interpreter runs on a virtual-time event loop
@@ -69,7 +69,7 @@ from adapters.cluster.db import (
 from cluster.client import CONNECTION_REFUSED, Client, Lost, NeverSent
 from cluster.core.config import NodeConfig
 from cluster.core.fluvio_controller import Controller, ControllerConfig, recover_controller
-from cluster.core.node import Node, Ready
+from cluster.core.member import Node, Ready
 from cluster.core.storage import recover
 from harness.db import Deployment, fault_targets, hosts_of
 from harness.sim.clock import NS, WALL_EPOCH, NodeClock, to_ns

@@ -1,6 +1,6 @@
 """The Fluvio controller (the SC of seed 002): monitors the SPUs and elects the replica set's leader.
 
-A sans-IO state machine driven like `cluster.core.node.Node` (same `start`/`tick`/`receive`/`request`
+A sans-IO state machine driven like `cluster.core.member.Node` (same `start`/`tick`/`receive`/`request`
 calls, same `Ready`), so the asyncio runtime and the test networks run it as one more process of the
 cluster (`python3 -m cluster.node --id sc --mode fluvio --controller --peers n1=...,n2=...,n3=...`).
 The SPUs are nodes of mode `fluvio` (`cluster.core.election.fluvio`).
@@ -46,6 +46,7 @@ from typing import Any
 from cluster.core.bugs import validate_bugs
 from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.errors import error_reply
+from cluster.core.member import Ready
 from cluster.core.messages import (
     LeaderCandidate,
     MessageError,
@@ -54,7 +55,6 @@ from cluster.core.messages import (
     SpuStatus,
     parse_message,
 )
-from cluster.core.node import Ready
 
 ELECTION = "Election"
 CANDIDATE_FOUND = "CandidateFound"

@@ -48,7 +48,7 @@ from cluster.core.messages import (
 
 
 class SyncingNode(Protocol):
-    """What a leader sync reads and calls on its node (`cluster.core.node.Node` is one): the sync sits below
+    """What a leader sync reads and calls on its node (`cluster.core.member.Node` is one): the sync sits below
     the node in the core's layering, so it names only this much of it."""
 
     config: NodeConfig

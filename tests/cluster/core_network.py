@@ -1,6 +1,6 @@
 """A small deterministic network of node cores for tests (not the simulator: no workload, no history).
 
-`CoreNetwork` drives several `cluster.core.node.Node`s the way a runtime would, in virtual time: it
+`CoreNetwork` drives several `cluster.core.member.Node`s the way a runtime would, in virtual time: it
 persists each Ready's records on a per-node "disk" before queueing its messages, keeps in-flight messages
 in a list the test delivers, drops or reorders, applies partitions as grudges (receiver -> senders it
 drops), crashes a node by throwing away everything but its disk, and restarts it from `recover(disk)`.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cluster.core.config import NodeConfig
-from cluster.core.node import Node, Ready
+from cluster.core.member import Node, Ready
 from cluster.core.storage import recover
 
 # Timers short enough for an election to settle in about a second of virtual time.

@@ -13,7 +13,7 @@ from typing import Any
 
 from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.fluvio_controller import Controller, ControllerConfig, recover_controller
-from cluster.core.node import Ready
+from cluster.core.member import Ready
 from tests.cluster.core_network import CoreNetwork, Envelope, _copy
 
 SC = CONTROLLER_ID

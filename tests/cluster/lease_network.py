@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.core.node import Ready
+from cluster.core.member import Ready
 from tests.cluster.core_network import CoreNetwork
 
 STORE_TIMING = {"heartbeat_interval": 0.05, "missed_heartbeats": 3, "election_random_wait": 0.2}

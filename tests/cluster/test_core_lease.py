@@ -11,7 +11,7 @@ import pytest
 
 from cluster.core.config import NodeConfig
 from cluster.core.election.lease import LEASE_GUARD, lease_record, parse_record
-from cluster.core.node import Ready
+from cluster.core.member import Ready
 from tests.cluster.core_network import roles, single_node
 from tests.cluster.lease_network import LeaseNetwork
 

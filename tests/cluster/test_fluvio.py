@@ -27,8 +27,8 @@ from cluster.core.fluvio_controller import (
     controller_record,
     recover_controller,
 )
+from cluster.core.member import Ready
 from cluster.core.messages import LeaderCandidate, ReplicaSetUpdate, SpuStatus
-from cluster.core.node import Ready
 from cluster.core.storage import recover
 from tests.cluster.core_network import Envelope, _copy, sent, single_node
 from tests.cluster.fluvio_network import SC, FluvioNetwork

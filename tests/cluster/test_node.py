@@ -7,7 +7,7 @@ import socket
 import pytest
 
 from cluster import node as node_module
-from cluster.core.node import Ready
+from cluster.core.member import Ready
 from cluster.node import (
     ClientConnection,
     ConfigError,
