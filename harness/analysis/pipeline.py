@@ -54,7 +54,7 @@ from harness.analysis.ingest import (
 )
 from harness.analysis.progress import Progress, SilentProgress, watch_spark
 from harness.analysis.spark import spark_session
-from harness.analysis.storage import Storage, json_document
+from harness.analysis.storage import Storage, json_document, literal
 from harness.report.publish import write_index_safely, write_report_safely
 from harness.store import HISTORY, RESULTS, TEST_JSON
 
@@ -143,7 +143,7 @@ def _read(spark: SparkSession, storage: Storage, packs: Sequence[Sequence[PurePa
     """The files of each pack through Spark's ``binaryFile`` reader, each pack one partition (its runs'
     files whole in one task, with no shuffle: a file travels from the reader to its task once)."""
     reader = spark.read.format("binaryFile")
-    frames = [reader.load([storage.uri(path) for path in pack]).select("path", "content").coalesce(1) for pack in packs]
+    frames = [reader.load([literal(storage.uri(path)) for path in pack]).select("path", "content").coalesce(1) for pack in packs]
     return functools.reduce(lambda left, right: left.union(right), frames)
 
 

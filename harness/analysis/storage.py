@@ -80,7 +80,10 @@ class LocalStorage:
     Spark worker: the tasks read it through ``file:`` URIs)."""
 
     def uri(self, path: PurePath) -> str:
-        return Path(path).absolute().as_uri()
+        # Not ``Path.as_uri()``: Hadoop's Path takes a string's characters as they are and quotes them
+        # itself, so a percent-escape would be looked up literally (``partition%2Bkill`` for the
+        # ``partition+kill`` every multi-nemesis test name holds).
+        return "file://" + str(Path(path).absolute())
 
     def display(self, path: PurePath) -> str:
         return str(path)
@@ -258,3 +261,12 @@ def split_url(url: str) -> tuple[str, PurePosixPath]:
     if not path.is_absolute():
         raise StorageError(f"{url}: the path after the host must be absolute")
     return root, PurePosixPath(os.path.normpath(str(path)))
+
+
+_GLOB = re.compile(r"([\\*?\[\]{}])")
+
+
+def literal(uri: str) -> str:
+    """``uri`` for Spark's file readers, which take every path as a Hadoop glob pattern: the pattern's
+    special characters escaped, so that a run directory named ``a[1]`` or ``{x}`` means itself."""
+    return _GLOB.sub(r"\\\1", uri)

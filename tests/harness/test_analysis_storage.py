@@ -147,3 +147,17 @@ def test_harness_analyze_of_a_file_url_writes_beside_the_runs(spark, tmp_path: P
         valid.name: "true", invalid.name: "false",
     }
     assert not list(store.rglob("*.crc")) and not list(store.rglob(".*.tmp"))
+
+
+def test_local_uris_keep_the_characters_hadoop_quotes_itself() -> None:
+    uri = LocalStorage().uri(PurePosixPath("/store/cluster-raft-register-partition+kill/a b"))
+    assert uri == "file:///store/cluster-raft-register-partition+kill/a b"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("test", ["cluster-raft-register-partition+kill+pause", "odd [1] {a,b} name*"])
+def test_runs_whose_names_hold_plus_spaces_or_glob_characters_are_read(spark, tmp_path: Path, test: str) -> None:  # noqa: ANN001
+    store = tmp_path / "store"
+    run = write_run(store, test, "20261120T020000", ops=40, seed=5)
+    assert analysis_main(["analyze", str(store), "--quiet"]) == 0
+    assert json.loads((run / "results.json").read_text())["valid"] is True
