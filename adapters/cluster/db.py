@@ -45,7 +45,6 @@ import gzip
 import hashlib
 import io
 import json
-import shlex
 import tarfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,7 +54,8 @@ from typing import TYPE_CHECKING, Any
 from adapters.cluster.client import ClusterWorkloadClient
 from cluster.client import CONNECTION_REFUSED, Client, Result
 from cluster.core.election.fluvio import CONTROLLER_ID
-from harness.db import Deployment, NodeStartError, StatusError
+from harness.db import Deployment, StatusError
+from harness.db.daemon import Daemon
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -112,21 +112,6 @@ class ClusterProcess:
     @property
     def collect_to(self) -> str:
         return f"{EXTERNAL_STORE if self.kind == STORE else NODES_DIR}/{self.name}"
-
-
-def _pid_function(process: ClusterProcess) -> str:
-    """A shell function ``node_pid`` that prints the process's pid if it is alive and really that process
-    (``cluster.node`` with its ``--id``; not a zombie, not a recycled pid), and fails otherwise. Every
-    command acting on a process starts with it."""
-    return f"""node_pid() {{
-  pid=$(cat {process.pid_file} 2>/dev/null) || return 1
-  [ -n "$pid" ] && [ -r /proc/$pid/cmdline ] || return 1
-  case " $(tr '\\0' ' ' < /proc/$pid/cmdline)" in *' -m {MODULE} --id {process.name} '*) ;; *) return 1 ;; esac
-  state=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
-  case "$state" in Z*|'') return 1 ;; esac
-  echo "$pid"
-}}
-"""
 
 
 def status_of(result: Result) -> dict[str, Any]:
@@ -362,89 +347,41 @@ class ClusterDB:
             env.update(self.faketime.environment())
         return env
 
+    def daemon(self, deployment: Deployment, node: str) -> Daemon:
+        """Process ``node`` as a daemon of its host (``harness.db.daemon``): found by ``-m cluster.node --id
+        <name>``, started in :data:`INSTALL_DIR` with :meth:`environment`, its output appended to its
+        console file. (The node also writes its own pid file, the same pid, and removes it on a clean exit.)"""
+        process = self.process(deployment, node)
+        return Daemon(
+            argv=self.command(deployment, node), identity=f"-m {MODULE} --id {node}",
+            pid_file=process.pid_file, output_file=process.console_file, cwd=INSTALL_DIR,
+            env=self.environment(node), directories=(process.data_dir, LOG_DIR),
+            name="the node" if process.kind == NODE else f"the {process.kind} {node}",
+        )
+
     def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """Start process ``node`` unless it runs; wait until it listens, or raise with the last lines of
         its output. ``remote`` is its host's."""
-        process = self.process(deployment, node)
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.environment(node).items())
-        argv = " ".join(shlex.quote(a) for a in self.command(deployment, node))
-        started = remote.run(
-            _pid_function(process)
-            + f"if node_pid >/dev/null; then echo running; exit 0; fi\n"
-            f"mkdir -p {process.data_dir} {LOG_DIR} {RUN_DIR}\n"
-            f"rm -f {process.pid_file}\n"
-            f"echo \"=== $(date -u +%FT%TZ) starting {node}\" >> {process.console_file}\n"
-            f"cd {INSTALL_DIR} && env -u FAKETIME {env} nohup {argv} >> {process.console_file} 2>&1 < /dev/null &\n"
-            f"echo $! > {process.pid_file}.launch\n"
-            f"echo started",
-            timeout=self.command_timeout,
-        )
-        if started.stdout.strip() == "running":
-            return
-        wait = _WAIT_FOR_NODE.format(pid_file=process.pid_file, port=process.port, timeout=self.start_timeout)
-        waited = remote.run(
-            f"{self.python} - <<'EOF'\n{wait}\nEOF",
-            timeout=self.start_timeout + self.command_timeout,
-            check=False,
-        )
-        if waited.exit_code != 0:
-            reason = waited.stdout.strip() or waited.stderr.strip() or f"exit code {waited.exit_code}"
-            raise NodeStartError(f"{node}: the node did not start ({reason}); {self._log_tail(remote, process)}")
-
-    def _log_tail(self, remote: Remote, process: ClusterProcess) -> str:
-        console = process.console_file
-        try:
-            tail = remote.run(f"tail -n {LOG_TAIL_LINES} {console}", timeout=self.command_timeout, check=False)
-        except Exception as exc:  # noqa: BLE001 - the tail is a courtesy; its absence must not hide the cause
-            return f"its output {console} could not be read: {exc}"
-        return f"last lines of {console}:\n{tail.stdout.rstrip() or '(empty)'}"
+        self.daemon(deployment, node).start(remote, port=self.process(deployment, node).port,
+                                            timeout=self.start_timeout, command_timeout=self.command_timeout,
+                                            tail_lines=LOG_TAIL_LINES)
 
     def is_running(self, deployment: Deployment, node: str, remote: Remote) -> bool:
-        process = self.process(deployment, node)
-        result = remote.run(_pid_function(process) + "node_pid", timeout=self.command_timeout, check=False)
-        return result.exit_code == 0
-
-    def _signal(
-        self, process: ClusterProcess, remote: Remote, signal: str, *, wait_gone: bool = False, missing_ok: bool
-    ) -> str:
-        """Send ``signal`` to the process; ``"sent"`` or ``"not running"`` (an error unless ``missing_ok``)."""
-        wait = ""
-        if wait_gone:
-            steps = int(self.stop_timeout * 10)
-            wait = f"i=0; while node_pid >/dev/null && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
-            wait += "if node_pid >/dev/null; then echo 'still running' >&2; exit 3; fi\n"
-        script = (
-            _pid_function(process)
-            + "pid=$(node_pid) || { echo 'not running'; exit 0; }\n"
-            + f"kill -{signal} \"$pid\"\n"
-            + wait
-            + "echo sent"
-        )
-        result = remote.run(script, timeout=self.stop_timeout + self.command_timeout)
-        outcome = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
-        if outcome == "not running" and not missing_ok:
-            what = "node" if process.kind == NODE else f"{process.kind} {process.name}"
-            raise RuntimeError(f"{remote.name}: the {what} process is not running, so it cannot take SIG{signal}")
-        return outcome
+        return self.daemon(deployment, node).running(remote, timeout=self.command_timeout)
 
     def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """SIGKILL (a stopped process dies too) and wait until it is gone. A dead process stays dead."""
-        self._signal(self.process(deployment, node), remote, "KILL", wait_gone=True, missing_ok=True)
+        self.daemon(deployment, node).kill(remote, wait=self.stop_timeout)
 
     def stop(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """SIGTERM (after SIGCONT, so a paused process can act on it); SIGKILL if it outlives stop_timeout."""
-        process = self.process(deployment, node)
-        self._signal(process, remote, "CONT", missing_ok=True)
-        try:
-            self._signal(process, remote, "TERM", wait_gone=True, missing_ok=True)
-        except Exception:  # noqa: BLE001 - a process that ignores SIGTERM is killed
-            self.kill(deployment, node, remote)
+        self.daemon(deployment, node).stop(remote, wait=self.stop_timeout)
 
     def pause(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        self._signal(self.process(deployment, node), remote, "STOP", missing_ok=False)
+        self.daemon(deployment, node).pause(remote, wait=self.stop_timeout)
 
     def resume(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        self._signal(self.process(deployment, node), remote, "CONT", missing_ok=False)
+        self.daemon(deployment, node).resume(remote)
 
     # -- observation ----------------------------------------------------------------------------------
 
@@ -498,48 +435,3 @@ class ClusterDB:
         if self.faketime is None:
             raise RuntimeError("this ClusterDB runs its nodes without libfaketime (pass faketime=)")
         return self.faketime.control_file
-
-
-# Runs on the node: wait until the started process listens on its port; exit 0 when it does, 3 when the
-# process died, 4 on timeout. The node writes its own pid file once it runs; the shell's ``$!`` is the
-# fallback while it has not yet.
-_WAIT_FOR_NODE = """
-import os, socket, sys, time
-deadline = time.monotonic() + {timeout}
-def pid():
-    for name in ({pid_file!r}, {pid_file!r} + ".launch"):
-        try:
-            return int(open(name).read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return None
-def alive(p):
-    try:
-        state = open(f"/proc/{{p}}/stat").read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-while True:
-    p = pid()
-    if p is None or not alive(p):
-        print("the process exited")
-        sys.exit(3)
-    try:
-        socket.create_connection(("127.0.0.1", {port}), 0.5).close()
-        listening = True
-    except OSError:
-        listening = False
-    if listening:
-        try:
-            if os.path.exists({pid_file!r}):
-                os.remove({pid_file!r} + ".launch")
-            else:
-                os.replace({pid_file!r} + ".launch", {pid_file!r})
-        except OSError:
-            pass
-        sys.exit(0)
-    if time.monotonic() > deadline:
-        print("not listening on port {port} after {timeout} s")
-        sys.exit(4)
-    time.sleep(0.1)
-"""

@@ -14,9 +14,9 @@ with its output appended to :data:`LOG_FILE` (collected as ``etcd.log``). A rest
 same command: a member whose data directory holds a write-ahead log ignores the ``--initial-*`` flags and
 recovers from it. Teardown kills the member and removes its data, log, pid file and the binary.
 
-**Processes.** Signals go to the pid in :data:`PID_FILE` (kill: SIGKILL, pause: SIGSTOP, resume: SIGCONT),
-and only while ``/proc/<pid>/cmdline`` is this member's etcd (the binary and its ``--name``) and the
-process is not a zombie: a stale pid file or a recycled pid is never signalled. ``start`` returns once
+**Processes** (``harness.db.daemon``): signals go to the pid in :data:`PID_FILE` (kill: SIGKILL, pause:
+SIGSTOP, resume: SIGCONT), and only while its command line is this member's etcd (the binary and its
+``--name``) and the process is not a zombie: a stale pid file or a recycled pid is never signalled. ``start`` returns once
 the client port is bound; etcd answers on it only once the member has joined a quorum, which after a
 restart inside a partition may take until the heal.
 
@@ -41,7 +41,6 @@ applied the leader's commit index, so a member that has not caught up answers la
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +48,8 @@ import httpx
 
 from adapters.etcd.client import CLIENT_PORT, LINEARIZABLE, EtcdWorkloadClient, home_member, http_client
 from adapters.etcd.install import EtcdBinary
-from harness.db import Deployment, NodeStartError, StatusError
+from harness.db import Deployment, StatusError
+from harness.db.daemon import Daemon
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -70,21 +70,6 @@ ROLES = {"StateLeader": "leader", "StateFollower": "follower", "StateCandidate":
 """raft's ``raftState`` words -> the status contract's roles."""
 NO_MEMBER = "0"
 """``lead`` when the member knows no leader (raft.None, printed in hex)."""
-
-
-def _pid_function(node: str) -> str:
-    """A shell function ``etcd_pid`` that prints the member's pid if it is alive and really this member's
-    etcd (not a zombie, not a recycled pid), and fails otherwise. Every command on the process starts
-    with it."""
-    return f"""etcd_pid() {{
-  pid=$(cat {PID_FILE} 2>/dev/null) || return 1
-  [ -n "$pid" ] && [ -r /proc/$pid/cmdline ] || return 1
-  case " $(tr '\\0' ' ' < /proc/$pid/cmdline)" in *' {BINARY} --name {node} '*) ;; *) return 1 ;; esac
-  state=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
-  case "$state" in Z*|'') return 1 ;; esac
-  echo "$pid"
-}}
-"""
 
 
 class EtcdDB:
@@ -168,84 +153,33 @@ class EtcdDB:
 
     # -- the process ----------------------------------------------------------------------------------
 
+    def daemon(self, deployment: Deployment, node: str) -> Daemon:
+        """``node``'s member as a process on its host (``harness.db.daemon``): found by the binary and its
+        ``--name``, output appended to :data:`LOG_FILE`."""
+        return Daemon(argv=self.command(deployment, node), identity=f"{BINARY} --name {node}",
+                      pid_file=PID_FILE, output_file=LOG_FILE, directories=(DATA_DIR,), name="etcd")
+
     def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """Start the member unless it runs; return once its client port is bound, or raise with the last
         lines of its log if it exits or does not bind within ``start_timeout``."""
-        argv = shlex.join(self.command(deployment, node))
-        steps = int(self.start_timeout * 10)
-        result = remote.run(
-            _pid_function(node)
-            + "if etcd_pid >/dev/null; then echo running; exit 0; fi\n"
-            f"mkdir -p {DATA_DIR} {LOG_DIR} {RUN_DIR}\n"
-            f"echo \"=== $(date -u +%FT%TZ) starting {node}\" >> {LOG_FILE}\n"
-            f"nohup {argv} >> {LOG_FILE} 2>&1 < /dev/null &\n"
-            "launched=$!\n"
-            f"echo $launched > {PID_FILE}\n"
-            # While it starts, the process is this shell's own child, checked by pid alone: its command
-            # line reads empty for an instant while nohup execs etcd, which etcd_pid would take for exit.
-            f"i=0; while [ $i -lt {steps} ]; do\n"
-            "  case \"$(ps -o stat= -p $launched 2>/dev/null)\" in Z*|'') echo 'the process exited'; exit 3 ;; esac\n"
-            f"  if ss -Hltn 'sport = :{CLIENT_PORT}' | grep -q . && etcd_pid >/dev/null; then echo started; exit 0; fi\n"
-            "  sleep 0.1; i=$((i+1))\n"
-            "done\n"
-            f"echo 'not listening on port {CLIENT_PORT} after {self.start_timeout:g} s'; exit 4",
-            timeout=self.start_timeout + self.command_timeout,
-            check=False,
-        )
-        if result.exit_code != 0:
-            reason = result.stdout.strip() or result.stderr.strip() or f"exit code {result.exit_code}"
-            raise NodeStartError(f"{node}: etcd did not start ({reason}); {self._log_tail(remote)}")
-
-    def _log_tail(self, remote: Remote) -> str:
-        try:
-            tail = remote.run(f"tail -n {LOG_TAIL_LINES} {LOG_FILE}", timeout=self.command_timeout, check=False)
-        except Exception as exc:  # noqa: BLE001 - the tail is a courtesy; its absence must not hide the cause
-            return f"its log {LOG_FILE} could not be read: {exc}"
-        return f"last lines of {LOG_FILE}:\n{tail.stdout.rstrip() or '(empty)'}"
+        self.daemon(deployment, node).start(remote, port=CLIENT_PORT, timeout=self.start_timeout,
+                                            command_timeout=self.command_timeout, tail_lines=LOG_TAIL_LINES)
 
     def is_running(self, deployment: Deployment, node: str, remote: Remote) -> bool:
         """Whether the member's process is alive (a paused one is)."""
-        result = remote.run(_pid_function(node) + "etcd_pid", timeout=self.command_timeout, check=False)
-        return result.exit_code == 0
-
-    def _signal(self, node: str, remote: Remote, signal: str, *, missing_ok: bool) -> None:
-        """Send ``signal`` to the member and wait until it took effect (KILL: the process is gone; STOP:
-        every thread is stopped); a member that does not run is an error unless ``missing_ok``.
-
-        ``kill -STOP`` returns before every thread of a process has stopped: once in 40 pauses a member
-        answered a status 0.3 s afterwards (and read ``T`` after that). The likely cause: the group stop
-        begins when the one thread the kernel handed the signal to takes it, and a thread in an
-        uninterruptible wait (etcd fsyncs its log) takes it only when the wait ends.
-        """
-        steps = int(self.stop_timeout * 10)
-        wait = ""
-        if signal == "KILL":
-            wait = (f"i=0; while etcd_pid >/dev/null && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
-                    "if etcd_pid >/dev/null; then echo 'still running' >&2; exit 3; fi\n")
-        elif signal == "STOP":
-            wait = (f"i=0; until ps -o stat= -p \"$pid\" | grep -q '^T' || [ $i -ge {steps} ]; do "
-                    "sleep 0.1; i=$((i+1)); done\n"
-                    "ps -o stat= -p \"$pid\" | grep -q '^T' || { echo 'not stopped' >&2; exit 3; }\n")
-        result = remote.run(
-            _pid_function(node)
-            + "pid=$(etcd_pid) || { echo 'not running'; exit 0; }\n"
-            + f"kill -{signal} \"$pid\"\n"
-            + wait
-            + "echo sent",
-            timeout=self.stop_timeout + self.command_timeout,
-        )
-        if result.stdout.strip().endswith("not running") and not missing_ok:
-            raise RuntimeError(f"{node}: etcd is not running, so it cannot take SIG{signal}")
+        return self.daemon(deployment, node).running(remote, timeout=self.command_timeout)
 
     def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """SIGKILL (a paused member dies too) and wait until it is gone; a dead member stays dead."""
-        self._signal(node, remote, "KILL", missing_ok=True)
+        self.daemon(deployment, node).kill(remote, wait=self.stop_timeout)
 
     def pause(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        self._signal(node, remote, "STOP", missing_ok=False)
+        """SIGSTOP, returning once every thread has stopped (etcd fsyncs its log: a thread in that wait
+        takes the signal only when it ends; once in 40 pauses a member answered 0.3 s after the signal)."""
+        self.daemon(deployment, node).pause(remote, wait=self.stop_timeout)
 
     def resume(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        self._signal(node, remote, "CONT", missing_ok=False)
+        self.daemon(deployment, node).resume(remote)
 
     def log_files(self, deployment: Deployment, node: str) -> dict[str, str]:
         return {LOG_FILE: "etcd.log"}

@@ -7,11 +7,7 @@ end runs the clock faults against this machine's own shell with the real libfake
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +17,7 @@ from nemesis import grudge as g
 from nemesis import shell
 from nemesis.remote import CommandResult, RemoteError, RemoteTimeout
 from nemesis.shell import FakeTime, Outcome, ShellClocks, ShellNet
+from tests.local_remote import LocalRemote
 
 FIVE = ["n1", "n2", "n3", "n4", "n5"]
 ADDRESSES = {f"n{i}": f"10.55.0.{10 + i}" for i in range(1, 6)}
@@ -422,37 +419,6 @@ def test_shell_net_and_clocks_apply_every_network_and_clock_fault(remotes: dict[
 
 
 # -- the clock faults for real, on this machine's shell ------------------------------------------------
-
-
-class LocalRemote:
-    """This machine as a node: commands through ``sh -c``, atomic writes by rename."""
-
-    name = "local"
-
-    def run(
-        self, cmd: str, *, timeout: float | None = None, check: bool = True, user: str | None = None
-    ) -> CommandResult:
-        done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout, check=False)
-        return CommandResult(done.returncode, done.stdout, done.stderr)
-
-    def write_file(self, remote_path: str, data: bytes, mode: int = 0o644) -> None:
-        fd, temp = tempfile.mkstemp(dir=os.path.dirname(remote_path))
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(temp, mode)
-        os.replace(temp, remote_path)
-
-    def read_file(self, remote_path: str) -> bytes:
-        return Path(remote_path).read_bytes()
-
-    def upload(self, local_path: object, remote_path: str) -> None:
-        shutil.copyfile(str(local_path), remote_path)
-
-    def download(self, remote_path: str, local_path: object) -> None:
-        shutil.copyfile(remote_path, str(local_path))
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.mark.slow

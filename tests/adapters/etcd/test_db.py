@@ -82,9 +82,14 @@ def test_setup_uploads_the_binary_then_starts_the_member_in_the_background_and_w
     assert remote.uploads == [("/cache/etcd", BINARY)]
     start = remote.commands[-1]
     assert f"nohup {BINARY} --name n1 " in start and f">> {LOG_FILE} 2>&1 < /dev/null &" in start
-    assert f"launched=$!\necho $launched > {PID_FILE}" in start and "sport = :2379" in start
-    # While starting it is watched by its own pid (alive, not a zombie), then must pass the identity check.
-    assert "ps -o stat= -p $launched" in start and "grep -q . && etcd_pid >/dev/null; then echo started" in start
+    assert f"echo $launched > {PID_FILE}" in start and "sport = :2379" in start
+
+
+def test_the_member_is_a_daemon_found_by_its_binary_and_name() -> None:
+    daemon = _db().daemon(DEPLOYMENT, "n3")
+    assert daemon.identity == f"{BINARY} --name n3"
+    assert " ".join(daemon.argv).startswith(daemon.identity + " ")
+    assert (daemon.pid_file, daemon.output_file) == (PID_FILE, LOG_FILE) and DATA_DIR in daemon.directories
 
 
 def test_a_member_that_does_not_start_raises_with_the_tail_of_its_log() -> None:
@@ -97,14 +102,11 @@ def test_a_member_that_does_not_start_raises_with_the_tail_of_its_log() -> None:
         _db().start(DEPLOYMENT, "n1", RecordingRemote(answer))  # type: ignore[arg-type]
 
 
-def test_signals_go_only_to_a_pid_whose_command_line_is_this_members_etcd() -> None:
+def test_pause_goes_only_to_this_members_etcd_and_waits_until_it_is_stopped() -> None:
     remote = RecordingRemote()
-    db = _db()
-    db.pause(DEPLOYMENT, "n3", remote)  # type: ignore[arg-type]
+    _db().pause(DEPLOYMENT, "n3", remote)  # type: ignore[arg-type]
     (script,) = remote.commands
-    assert f"*' {BINARY} --name n3 '*" in script and "Z*|'') return 1" in script
-    assert script.index("pid=$(etcd_pid) ||") < script.index('kill -STOP "$pid"')
-    # It returns once the process is stopped (state T), not when the signal is sent.
+    assert f"*' {BINARY} --name n3 '*" in script
     assert script.index('kill -STOP "$pid"') < script.index("grep -q '^T'")
 
 
