@@ -26,6 +26,14 @@ from workloads.ops import CLIENT_BINDINGS
 DEFAULT_NEMESIS = "partition,kill,pause,clock"
 
 
+def default_nemesis_of(plugin: DBPlugin | None) -> str:
+    """What ``--nemesis`` is when not given: the DB plugin's ``default_nemesis`` if it declares one, else
+    :data:`DEFAULT_NEMESIS`."""
+    if plugin is None or plugin.default_nemesis is None:
+        return DEFAULT_NEMESIS
+    return ",".join(plugin.default_nemesis) or "none"
+
+
 def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None, *, db_required: bool) -> None:
     """The flags of a test (DB, workload, nemesis, timings, seed, store), and the DB's options."""
     dbs = ", ".join(installed()) or "none installed"
@@ -34,8 +42,10 @@ def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None,
     parser.add_argument("--nodes", type=count, default=5, help="number of nodes (default 5)")
     parser.add_argument("--workload", default=None,
                         help=f"workload ({', '.join(workload_names())}; default register)")
-    parser.add_argument("--nemesis", default=DEFAULT_NEMESIS,
-                        help=f"comma-separated fault packages, or none (default {DEFAULT_NEMESIS}); "
+    default_nemesis = default_nemesis_of(plugin)
+    whose = "" if default_nemesis == DEFAULT_NEMESIS else f", the {plugin.name} DB's"  # type: ignore[union-attr]
+    parser.add_argument("--nemesis", default=None,
+                        help=f"comma-separated fault packages, or none (default {default_nemesis}{whose}); "
                              f"packages: {', '.join(nemesis_names())}")
     parser.add_argument("--time-limit", type=seconds, default=60.0,
                         help=f"seconds of chaos (default 60, at most {LIMITS['time_limit'].maximum:g})")
@@ -104,7 +114,7 @@ def spec_from_args(
         db=args.db,
         nodes=args.nodes,
         workload=args.workload or "register",
-        nemesis=fault_packages(args.nemesis),
+        nemesis=fault_packages(args.nemesis if args.nemesis is not None else default_nemesis_of(plugin)),
         time_limit=args.time_limit,
         concurrency=args.concurrency,
         db_options=db_options,

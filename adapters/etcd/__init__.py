@@ -63,4 +63,6 @@ plugin = DBPlugin(
     create=create,
     options=OPTIONS,
     validate=validate,
+    # harness run's default without clock: etcd's clock cannot be moved (EtcdDB.impossible, docs/etcd.md).
+    default_nemesis=("partition", "kill", "pause"),
 )

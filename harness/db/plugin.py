@@ -196,7 +196,9 @@ class DBPlugin:
     filled in, already checked. ``validate(options)`` (optional) checks what one option cannot check on
     its own (a bug that exists only in some mode) and raises ``ValueError`` with one sentence.
     ``name_parts(options)`` (optional) gives the words the test's name is made of; by default the values
-    of the ``in_name`` options that differ from their defaults.
+    of the ``in_name`` options that differ from their defaults. ``default_nemesis`` (optional) is what
+    ``harness run`` injects when ``--nemesis`` is not given, for a system that cannot take every package of
+    the harness's own default (a Go binary's clock, which libfaketime cannot move); None: the harness's.
     """
 
     name: str
@@ -207,9 +209,12 @@ class DBPlugin:
     name_parts: Callable[[Mapping[str, Any]], Sequence[str]] | None = None
     extras: Mapping[str, Any] = field(default_factory=dict)
     """Anything else the adapter's package publishes for tools that know it (e.g. a simulator)."""
+    default_nemesis: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", tuple(self.options))
+        if self.default_nemesis is not None:
+            object.__setattr__(self, "default_nemesis", tuple(self.default_nemesis))
         names = [o.name for o in self.options]
         if len(set(names)) != len(names):
             raise ValueError(f"DB plugin {self.name}: an option is declared twice")
