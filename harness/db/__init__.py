@@ -54,7 +54,7 @@ with or without the capability.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -76,7 +76,6 @@ class Deployment:
     nodes: tuple[str, ...]
     peer_hosts: Mapping[str, str]
     client_hosts: Mapping[str, str]
-    options: Mapping[str, Any] = field(default_factory=dict)
     extra_hosts: tuple[str, ...] = ()
     """Hosts that run none of the data nodes (the fluvio controller's ``sc``); addressed like nodes."""
 
