@@ -40,9 +40,10 @@ de-duplication), so retries are exempt from the real-time rules; duplicate-lsn s
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
+
+import msgspec
 
 from checkers.history import NEMESIS, History, JournalEvent, Operation
 from checkers.verdict import UNKNOWN, Verdict
@@ -268,8 +269,11 @@ def _retries(history: History) -> set[int]:
     return retries
 
 
+_CANONICAL = msgspec.json.Encoder(order="sorted").encode  # one JSON text per value: hashable, comparable
+
+
 def _frozen(value: Any) -> Any:
-    return json.dumps(value, sort_keys=True) if isinstance(value, list | dict) else value
+    return _CANONICAL(value) if value.__class__ is list or value.__class__ is dict else value
 
 
 def _by_key(ops: list[Operation]) -> dict[Any, list[Operation]]:
