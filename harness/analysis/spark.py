@@ -195,6 +195,10 @@ def session_conf(master: str, extra: Mapping[str, str] | None = None) -> dict[st
         cores = local_cores(master)
         conf.update(
             {
+                # The JVM only moves bytes between files, Python and Parquet here, and lives for one
+                # analysis: its optimising compiler cost more CPU than it saved (C1 alone: about half
+                # the JVM's CPU, benchmarks/analysis_bench.py; cores the checkers' Python wants).
+                "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 {java_options}",
                 "spark.pyspark.python": sys.executable,
                 "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
                 "spark.default.parallelism": str(max(2, 2 * cores)),
