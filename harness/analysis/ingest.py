@@ -23,7 +23,9 @@ is:
 * ``run``: the run's row of the ``runs`` table, as JSON (with the checkers left to the other task);
 * ``verdict``: one checker's verdict, as JSON;
 * ``table``: the run's part of the ``operations`` or ``journal`` table, as one Parquet file (``payload``)
-  that the driver writes into the dataset: the rows never cross into the JVM one by one.
+  that the driver writes into the dataset: the rows never cross into the JVM one by one;
+* ``phases``: the CPU seconds the task spent on the run, by phase (:data:`PHASES`), as JSON: where an
+  analysis spends its time, which Spark's own metrics cannot tell (they see the JVM, not Python).
 
 Malformed input never fails the task: a history or journal that does not parse becomes an *input
 error* (file relative to the run directory, 1-based line, reason), the run's verdict becomes unknown,
@@ -32,16 +34,16 @@ and the batch goes on.
 
 from __future__ import annotations
 
-import gc
 import json
 import math
 import re
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from checkers.history import (
@@ -49,6 +51,7 @@ from checkers.history import (
     HistoryError,
     JournalEvent,
     Operation,
+    no_cyclic_gc,
     parse_history,
     parse_journal,
 )
@@ -78,7 +81,10 @@ OUTPUT_COLUMNS: dict[str, str] = {
     "text": "string",  # JSON (run, verdict)
     "payload": "binary",  # Parquet (table)
 }
-RUN, VERDICT, TABLE = "run", "verdict", "table"
+RUN, VERDICT, TABLE, PHASES_ROW = "run", "verdict", "table", "phases"
+# What a task's CPU time is spent on: reading and validating the files, the run-level checkers,
+# linearizability, the run's statistics, and the operations and journal tables (columns and Parquet).
+PHASES = ("parse_s", "run_level_s", "linearizability_s", "stats_s", "tables_s")
 # A history of at least this many bytes (about 40,000 operations) is checked for linearizability, and
 # its operations table made, by a task of its own (module docstring).
 SPLIT_FROM_BYTES = 8 << 20
@@ -115,11 +121,27 @@ class RunRecords:
     journal: dict[str, list[Any]]
     checks: RunChecks
     input_errors: list[InputError] = field(default_factory=list)
+    phases: _Phases = field(default_factory=lambda: _Phases())
 
 
-# One encoder for every value: json.dumps with options builds a new encoder per call, which made encoding
-# the dominant cost of ingesting a run.
-_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=repr)
+class _Phases:
+    """CPU seconds of this process by phase (:data:`PHASES`): each :meth:`lap` charges the time since the
+    previous one to its phase."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.process_time()
+
+    def lap(self, phase: str) -> None:
+        now = time.process_time()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+        self._last = now
+
+
+# The dataset's JSON text: compact, keys sorted, UTF-8 unescaped, anything JSON cannot hold as its repr.
+# msgspec's encoder, one for every value: a tenth of the standard library's time per journal event, which
+# made encoding a large part of ingesting a run.
+_ENCODE = msgspec.json.Encoder(order="sorted", enc_hook=repr).encode
 
 
 def _json(value: Any) -> str | None:
@@ -127,7 +149,7 @@ def _json(value: Any) -> str | None:
         return None
     if type(value) is int:  # the common case (register values, LSN parts): no encoder needed
         return str(value)
-    return _ENCODER.encode(value)
+    return _ENCODE(value).decode()
 
 
 def key_text(key: Any) -> str | None:
@@ -142,7 +164,7 @@ class _KeyCache(dict):
 
     def of(self, key: Any) -> tuple[str | None, str | None]:
         hashable = (
-            (type(key), key) if type(key) in (str, int) or key is None else (list, _ENCODER.encode(key))
+            (type(key), key) if type(key) in (str, int) or key is None else (list, _ENCODE(key))
         )
         found = self.get(hashable)
         if found is None:
@@ -289,7 +311,7 @@ def _journal_columns(journals: Mapping[str, list[JournalEvent]], out: dict[str, 
                      "data_json", "line")
     )  # fmt: skip
     node_, seq, wall, event_, role_, term_, leader_, lsn_term, lsn_seq, key_, data_json, line = appends
-    encode = _ENCODER.encode
+    encode = _ENCODE
     for node, events in journals.items():
         for event in events:
             data = event.data
@@ -309,7 +331,7 @@ def _journal_columns(journals: Mapping[str, list[JournalEvent]], out: dict[str, 
                 lsn_term(lsn[0] if lsn else None)
                 lsn_seq(lsn[1] if lsn else None)
                 key_(key if key is None or isinstance(key, str) else _json(key))
-                data_json(encode(data))
+                data_json(encode(data).decode())
             else:
                 for append in (role_, term_, leader_, lsn_term, lsn_seq, key_):
                     append(None)
@@ -340,6 +362,7 @@ def read_run_files(
     history is big (``split_from_bytes``): then linearizability stays pending for
     :func:`read_run_linearizability`, which makes the operations too. Never raises for bad input.
     """
+    phases = _Phases()
     errors: list[InputError] = []
     spec, spec_error = read_spec(files.get(TEST_JSON))
     if spec_error is not None:
@@ -355,6 +378,7 @@ def read_run_files(
     stop = stop_of(spec, files.get(HISTORY, b""))
     if stop is not None and params.final_after is None:
         params = replace(params, final_after=final_after_for(stop))
+    phases.lap("parse_s")
     checks = run_level_checks(
         history,
         journals or None,
@@ -365,6 +389,7 @@ def read_run_files(
         max_states=max_states,
     )
     checks.verdicts = blame_the_stop(checks.verdicts, stop)
+    phases.lap("run_level_s")
     big = len(files.get(HISTORY, b"")) >= split_from_bytes
     operations = _empty(OPERATIONS)
     if history is not None and LINEARIZABLE in checks.pending and not big:
@@ -372,12 +397,14 @@ def read_run_files(
         checks.verdicts[LINEARIZABLE] = check_keys(
             test, run, history, params.model or "register", timeout_s=timeout_s, max_states=max_states
         )
+    phases.lap("linearizability_s")
     journal = _empty(JOURNAL)
     if tables:
         if history is not None and not big:
             _operation_columns(history.ops, operations)
             _operation_columns(history.nemesis, operations)
         _journal_columns(journals, journal)
+    phases.lap("tables_s")
     seed = spec.get("seed")
     row: dict[str, Any] = {
         "test": test,
@@ -399,7 +426,10 @@ def read_run_files(
         "not_applicable": checks.not_applicable,
         **run_stats(history),
     }
-    return RunRecords(run=row, operations=operations, journal=journal, checks=checks, input_errors=errors)
+    phases.lap("stats_s")
+    return RunRecords(
+        run=row, operations=operations, journal=journal, checks=checks, input_errors=errors, phases=phases
+    )
 
 
 def read_run_linearizability(
@@ -414,10 +444,12 @@ def read_run_linearizability(
     """The other half of a big run: linearizability (when the run's checkers include it) and the
     ``operations`` columns, from ``test.json`` and the history alone. An unreadable history yields
     nothing here: :func:`read_run_files` reports it."""
+    phases = _Phases()
     spec, _ = read_spec(files.get(TEST_JSON))
     history, _ = _read_history(files)
     checks = RunChecks()
     operations = _empty(OPERATIONS)
+    phases.lap("parse_s")
     if history is not None:
         params = run_params(spec, history)
         wanted = params.checkers is None or LINEARIZABLE in params.checkers
@@ -426,10 +458,12 @@ def read_run_linearizability(
             checks.verdicts[LINEARIZABLE] = check_keys(
                 test, run, history, params.model, timeout_s=timeout_s, max_states=max_states
             )
+        phases.lap("linearizability_s")
         if tables:
             _operation_columns(history.ops, operations)
             _operation_columns(history.nemesis, operations)
-    return RunRecords(run=None, operations=operations, journal=_empty(JOURNAL), checks=checks)
+        phases.lap("tables_s")
+    return RunRecords(run=None, operations=operations, journal=_empty(JOURNAL), checks=checks, phases=phases)
 
 
 def _read_history(files: Mapping[str, bytes]) -> tuple[History | None, InputError | None]:
@@ -531,8 +565,12 @@ def output_rows(records: RunRecords, test: str, run: str) -> Iterator[dict[str, 
         yield {"kind": VERDICT, "test": test, "run": run, "name": name, "text": text, "payload": None}
     for table, columns in (("operations", records.operations), ("journal", records.journal)):
         if columns and next(iter(columns.values())):
+            records.phases.lap("stats_s")  # what came before, e.g. encoding the verdicts
             payload = parquet_bytes(table, columns)
+            records.phases.lap("tables_s")
             yield {"kind": TABLE, "test": test, "run": run, "name": table, "text": None, "payload": payload}
+    seconds = json.dumps({phase: round(value, 6) for phase, value in records.phases.seconds.items()})
+    yield {"kind": PHASES_ROW, "test": test, "run": run, "name": None, "text": seconds, "payload": None}
 
 
 def _runs_in(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, dict[str, bytes]]]:
@@ -547,20 +585,6 @@ def _runs_in(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, dict[str,
                 by_dir.setdefault(match.group(1), {})[match.group(2)] = contents[index].as_py()
     for directory in sorted(by_dir):
         yield directory, by_dir.pop(directory)
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """No cyclic garbage collection while one run is read, checked and encoded: the run's hundreds of
-    thousands of long-lived small objects would be rescanned again and again for nothing (measured: a
-    quarter of the task's time on 10,000-operation runs); reference counting still frees them after."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _run_of(directory: str) -> tuple[str, str]:
@@ -588,7 +612,7 @@ def ingest_task(
             test, run = _run_of(directory)
             known = runs.get((test, run), {})
             path, suite, night = known.get("path", directory), known.get("suite"), known.get("night")
-            with _no_cyclic_gc():
+            with no_cyclic_gc():
                 try:
                     records = read_run_files(
                         files, test, run, path=path, suite=suite, night=night, timeout_s=timeout_s,
@@ -617,7 +641,7 @@ def linearizability_task_of(
             if HISTORY not in files:
                 continue
             test, run = _run_of(directory)
-            with _no_cyclic_gc():
+            with no_cyclic_gc():
                 try:
                     records = read_run_linearizability(
                         files, test, run, timeout_s=timeout_s, max_states=max_states, tables=tables

@@ -100,6 +100,7 @@ def test_local_sessions_are_quiet_small_and_run_this_interpreter() -> None:
     assert conf["spark.pyspark.python"] == sys.executable
     assert conf["spark.driver.memory"] == "3g"  # --spark-conf wins
     assert conf["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
+    assert conf["spark.driver.extraJavaOptions"].startswith("-XX:TieredStopAtLevel=1 ")  # local: C1 only
     log4j = conf["spark.driver.extraJavaOptions"].split("file:", 1)[1]
     assert "rootLogger.level = error" in Path(log4j).read_text(encoding="utf-8")
     assert "spark.pyspark.python" not in session_conf("spark://h:7077")  # a cluster keeps its own Python
@@ -217,7 +218,8 @@ def test_a_big_runs_second_task_skips_linearizability_declared_not_applicable(tm
     spec["not_applicable"] = {"linearizable": "the system keeps no registers"}
     (run / "test.json").write_text(json.dumps(spec), encoding="utf-8")
     rows = [r for b in ingest.linearizability_task_of()(iter(_group(run))) for r in b.to_pylist()]
-    assert [r["kind"] for r in rows] == ["table"]  # its operations, and no verdict
+    assert [r["kind"] for r in rows] == ["table", "phases"]  # its operations, and no verdict
+    assert set(json.loads(rows[-1]["text"])) <= set(ingest.PHASES)
     first = read_run(run, "reg", run.name)
     assert "linearizable" not in first.checks.verdicts and first.checks.pending == []
     assert first.run["not_applicable"] == {"linearizable": "the system keeps no registers"}
@@ -360,7 +362,11 @@ def test_a_big_run_is_split_between_two_tasks_that_together_say_what_one_would(t
     second = outputs(ingest.linearizability_task_of())
     assert json.loads(first[("run", None)]["text"])["pending"] == ["linearizable"]
     assert ("verdict", "linearizable") not in first and ("table", "operations") not in first
-    assert set(second) == {("verdict", "linearizable"), ("table", "operations")}
+    assert set(second) == {("verdict", "linearizable"), ("table", "operations"), ("phases", None)}
+    spent = [json.loads(o[("phases", None)]["text"]) for o in (first, second)]
+    assert set(spent[0]) == set(ingest.PHASES)
+    assert {"parse_s", "linearizability_s", "tables_s"} <= set(spent[1]) <= set(ingest.PHASES)
+    assert all(seconds >= 0 for phases in spent for seconds in phases.values())
     split, alone = (json.loads(o[("verdict", "linearizable")]["text"]) for o in (second, whole))
     for verdict in (split, alone):
         verdict["stats"].pop("time_s")
