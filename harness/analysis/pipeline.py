@@ -34,6 +34,7 @@ import heapq
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ from harness.analysis.checks import LINEARIZABLE, results_document, verdict_row
 from harness.analysis.discovery import RunSelection, StoredRun, find_runs, run_files
 from harness.analysis.ingest import (
     OUTPUT_COLUMNS,
+    PHASES_ROW,
     RUN,
     SPLIT_FROM_BYTES,
     TABLE,
@@ -66,6 +68,8 @@ if TYPE_CHECKING:
 MAX_INGEST_TASKS = 512
 # Per key: the linearizability search is NP-complete; a night must end. ``None`` means no limit.
 DEFAULT_KEY_TIMEOUT_S = 120.0
+# Threads writing the dataset's files (they wait for disks and filesystems, not for Python).
+WRITERS = 8
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,8 @@ class Analysis:
     store: PurePath
     outcomes: list[RunOutcome] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
+    # CPU seconds the tasks spent, summed over runs, by phase (harness.analysis.ingest.PHASES).
+    task_cpu_s: dict[str, float] = field(default_factory=dict)
     # Why no reports were written (a store that is not on this machine's filesystem), else None.
     reports_skipped: str | None = None
 
@@ -244,7 +250,9 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
         # 1. read, ingest, validate and check (one task per run, two for a big run)
         with watch_spark(spark, progress, f"reading and checking {len(runs)} runs"):
             small = (
-                records.where(F.col("kind").isin(RUN, VERDICT)).select("kind", "test", "run", "name", "text").collect()
+                records.where(F.col("kind").isin(RUN, VERDICT, PHASES_ROW))
+                .select("kind", "test", "run", "name", "text")
+                .collect()
             )
         clock.lap("ingest_s")
         run_rows: dict[tuple[str, str], dict[str, Any]] = {}
@@ -255,6 +263,9 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
         for row in small:
             if row["kind"] == VERDICT:
                 verdicts.setdefault((row["test"], row["run"]), {})[row["name"]] = _verdict(row["text"])
+            elif row["kind"] == PHASES_ROW:
+                for phase, seconds in json.loads(row["text"]).items():
+                    result.task_cpu_s[phase] = round(result.task_cpu_s.get(phase, 0.0) + seconds, 6)
         for key, row in run_rows.items():
             if LINEARIZABLE in row["pending"] and LINEARIZABLE not in verdicts.get(key, {}):
                 verdicts.setdefault(key, {})[LINEARIZABLE] = Verdict(
@@ -333,22 +344,35 @@ def _write_dataset(
     verdict_rows: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
 ) -> None:
     """Replace the runs' partitions of every table: the tasks' Parquet files, then ``runs`` and
-    ``verdicts`` built here."""
+    ``verdicts`` built here. The files are written by a few threads: each write waits for its disk
+    (a local file is synced before it is renamed into place) or its filesystem's round trip, not for
+    Python, and one after another they were a fifth of a batch's analysis."""
     from pyspark.sql import functions as F
 
     keys = list(run_rows)
-    for table in dataset.TABLES:
-        dataset.clear_runs(storage, store, table, keys)
-    # The cache is complete: reading it partition by partition costs no recomputation.
-    for row in records.where(F.col("kind") == TABLE).select("test", "run", "name", "payload").toLocalIterator():
-        dataset.write_partition(storage, store, row["name"], row["test"], row["run"], bytes(row["payload"]))
-    for key, row in run_rows.items():
-        columns = dataset.rows_columns("runs", [row])
-        dataset.write_partition(storage, store, "runs", *key, dataset.parquet_bytes("runs", columns))
-        rows = verdict_rows.get(key, [])
-        if rows:
-            columns = dataset.rows_columns("verdicts", rows)
-            dataset.write_partition(storage, store, "verdicts", *key, dataset.parquet_bytes("verdicts", columns))
+    with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="dataset") as writers:
+        cleared = [writers.submit(dataset.clear_runs, storage, store, table, keys) for table in dataset.TABLES]
+        for future in cleared:
+            future.result()  # every old partition is gone before a new one is written
+        written = []
+
+        def write(table: str, key: tuple[str, str], data: bytes) -> None:
+            written.append(writers.submit(dataset.write_partition, storage, store, table, *key, data))
+
+        # The cache is complete: reading it partition by partition costs no recomputation.
+        for row in (
+            records.where(F.col("kind") == TABLE)
+            .select("test", "run", "name", "payload")
+            .toLocalIterator(prefetchPartitions=True)  # one job per partition: the next runs meanwhile
+        ):
+            write(row["name"], (row["test"], row["run"]), bytes(row["payload"]))
+        for key, row in run_rows.items():
+            write("runs", key, dataset.parquet_bytes("runs", dataset.rows_columns("runs", [row])))
+            rows = verdict_rows.get(key, [])
+            if rows:
+                write("verdicts", key, dataset.parquet_bytes("verdicts", dataset.rows_columns("verdicts", rows)))
+        for future in written:
+            future.result()  # the first failed write raises here, as it would have in the loop
 
 
 def _previous(storage: Storage, path: PurePath) -> dict[str, Any] | None:
