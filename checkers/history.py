@@ -34,7 +34,8 @@ import gc
 import os
 import time as _time
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,10 +284,21 @@ def build_history(
     one at a time). ``keep_events=False`` keeps only the operations (the low-memory form every checker
     can use). ``deadline`` (on ``clock``) raises :class:`LoadTimeout` when passed while reading.
     """
-    collecting = gc.isenabled()
-    gc.disable()  # millions of long-lived small objects: the cyclic collector would rescan them for nothing
-    try:
+    with no_cyclic_gc():
         return _build(raws, source, keep_events, deadline, clock, decoded, shard)
+
+
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection while the block runs. Reading and checking a run makes millions of
+    long-lived small objects and no cycles worth collecting: the collector would rescan them again and
+    again for nothing (measured: a quarter of ingesting a 10,000-operation run, and almost half of the
+    run-level checkers on a 200,000-operation one). Reference counting still frees everything; the
+    collector runs again after the block, as it did before it."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if collecting:
             gc.enable()
@@ -616,13 +628,8 @@ def parse_journal(
     node's) shares that one's ``data``: the nodes of a correct cluster apply the same entries, so their
     journals then cost about one node's worth of memory.
     """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         return _parse_journal(lines, source, compact, shared)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _parse_journal(
