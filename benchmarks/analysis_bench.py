@@ -16,7 +16,11 @@ end): 100 runs of 10,000 operations, and one run of 1,000,000 operations. Each i
 
 ``--scale`` multiplies the operation counts (0.1: 100 runs of 1,000 and one of 100,000); the runs are
 generated once into ``--store`` (default a directory under /tmp) and reused by later invocations.
-Prints a table; never asserts anything (benchmarks are not tests).
+Prints a table; never asserts anything (benchmarks are not tests). Below it, for each workload, the rate
+of the run-level checkers (single-leader-per-term, lsn-monotonicity, durability: everything but
+linearizability) on their own, in operations per CPU second: inside the pipeline's tasks (the tasks
+report their CPU seconds by phase: parsing, run-level checks, linearizability, statistics, tables) and
+called directly; then the same with the parsing of the history and journals they need.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from checkers.history import load_history, load_journals  # noqa: E402
-from checkers.registry import CheckInput, run_checkers  # noqa: E402
+from checkers.registry import CheckInput, applicable, run_checkers  # noqa: E402
+from harness.analysis.checks import LINEARIZABLE  # noqa: E402
 from harness.analysis.discovery import find_runs  # noqa: E402
 from harness.analysis.pipeline import AnalysisOptions, analyze  # noqa: E402
 from harness.analysis.spark import start_session  # noqa: E402
@@ -118,31 +123,42 @@ def spark_cpu() -> float:
     return _process_tree_cpu(proc.pid) if proc is not None else float("nan")
 
 
-def direct(root: Path) -> tuple[float, float, int, int]:
-    """(seconds, cpu seconds, operations, invalid runs) for the checkers called directly on every run."""
+def direct(root: Path) -> tuple[float, float, int, int, dict[str, float]]:
+    """(seconds, cpu seconds, operations, invalid runs, cpu seconds by phase) for the checkers called
+    directly on every run: parse, the run-level checkers, linearizability."""
     runs = find_runs([root]).runs
     started = time.perf_counter()
     cpu_started = time.process_time()
     ops = invalid = 0
+    phases = {"parse_s": 0.0, "run_level_s": 0.0, "linearizability_s": 0.0}
     for run in runs:
+        lap = time.process_time()
         history = load_history(run.path / "history.jsonl")
         journals = load_journals(run.path)
-        verdicts = run_checkers(CheckInput(history=history, model="cas-register", journals=journals))
+        inp = CheckInput(history=history, model="cas-register", journals=journals)
+        phases["parse_s"] += time.process_time() - lap
+        lap = time.process_time()
+        names = applicable(inp)
+        verdicts = run_checkers(inp, [name for name in names if name != LINEARIZABLE])
+        phases["run_level_s"] += time.process_time() - lap
+        lap = time.process_time()
+        verdicts.update(run_checkers(inp, [name for name in names if name == LINEARIZABLE]))
+        phases["linearizability_s"] += time.process_time() - lap
         ops += sum(1 for op in history.ops if op.f != "status")
         invalid += any(v.valid is not True for v in verdicts.values())
-        del history, journals, verdicts
+        del history, journals, verdicts, inp
         gc.collect()
-    return time.perf_counter() - started, time.process_time() - cpu_started, ops, invalid
+    return time.perf_counter() - started, time.process_time() - cpu_started, ops, invalid, phases
 
 
-def pipeline(spark, root: Path) -> tuple[float, float, int, int, dict[str, float]]:  # noqa: ANN001
+def pipeline(spark, root: Path) -> tuple[float, float, int, int, dict[str, float], dict[str, float]]:  # noqa: ANN001
     selection = find_runs([root])
     started, cpu_started = time.perf_counter(), spark_cpu() + time.process_time()
     analysis = analyze(spark, selection, AnalysisOptions(key_timeout_s=None, write_reports=False))
     seconds = time.perf_counter() - started
     cpu = spark_cpu() + time.process_time() - cpu_started
     invalid = sum(1 for o in analysis.outcomes if o.valid is not True)
-    return seconds, cpu, analysis.operations, invalid, analysis.timings_s
+    return seconds, cpu, analysis.operations, invalid, analysis.timings_s, analysis.task_cpu_s
 
 
 def main() -> None:
@@ -164,7 +180,7 @@ def main() -> None:
     rows = []
     try:
         for workload in chosen:
-            seconds, cpu, ops, invalid, laps = pipeline(spark, roots[workload.name])
+            seconds, cpu, ops, invalid, laps, task_cpu = pipeline(spark, roots[workload.name])
             row = {
                 "workload": workload,
                 "pipeline_s": seconds,
@@ -172,10 +188,13 @@ def main() -> None:
                 "ops": ops,
                 "pipeline_invalid": invalid,
                 "laps": laps,
+                "task_cpu": task_cpu,
             }
             if not args.skip_direct:
-                d_seconds, d_cpu, d_ops, d_invalid = direct(roots[workload.name])
-                row.update(direct_s=d_seconds, direct_cpu=d_cpu, direct_ops=d_ops, direct_invalid=d_invalid)
+                d_seconds, d_cpu, d_ops, d_invalid, d_phases = direct(roots[workload.name])
+                row.update(
+                    direct_s=d_seconds, direct_cpu=d_cpu, direct_ops=d_ops, direct_invalid=d_invalid, direct_phases=d_phases
+                )
             rows.append(row)
             print(f"done: {workload.name}", file=sys.stderr)
     finally:
@@ -212,6 +231,19 @@ def main() -> None:
         laps = ", ".join(f"{k} {v:.1f}" for k, v in row["laps"].items())
         bad = f"; runs not valid: pipeline {row['pipeline_invalid']}, direct {row.get('direct_invalid', '-')}"
         print(f"{row['workload'].name}: pipeline steps (s): {laps}{bad}")
+        print(f"  {'inside the tasks (CPU s)':<28} " + ", ".join(f"{k} {v:.1f}" for k, v in row["task_cpu"].items()))
+        if "direct_phases" in row:
+            print(f"  {'direct (CPU s)':<28} " + ", ".join(f"{k} {v:.1f}" for k, v in row["direct_phases"].items()))
+        for label, phases, ops in (
+            ("pipeline tasks", row["task_cpu"], row["ops"]),
+            ("direct", row.get("direct_phases"), row.get("direct_ops")),
+        ):
+            if phases and phases.get("run_level_s"):
+                checks, parse = phases["run_level_s"], phases.get("parse_s", 0.0)
+                print(
+                    f"  run-level checkers, {label + ':':<16} {ops / checks:>9,.0f} ops/cpu-s "
+                    f"({ops / (checks + parse):,.0f} with parsing)"
+                )
 
 
 if __name__ == "__main__":
