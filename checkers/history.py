@@ -178,6 +178,7 @@ class History:
     shard: tuple[int, int] | None = None
     seen: frozenset[str] = frozenset()
     file_ops: int = 0  # client operations in the whole file, status polls aside (all shards)
+    span: tuple[int, int] | None = None  # the times of the file's first and last lines (None: no lines)
 
     def by_key(self) -> dict[Any, list[Operation]]:
         """Client operations grouped by key, each group in invoke order (P-compositionality)."""
@@ -325,7 +326,7 @@ def _build(
     events: list[Event] = []
     warnings: list[str] = []
     ordered = True
-    last_time = -1
+    last_time = first_time = -1
     number = 0
     names: dict[str, str] = {}
     seen: set[str] = set()
@@ -360,6 +361,8 @@ def _build(
                 f"{source}:{number}: time goes backwards ({time} after {last_time}); real-time order is "
                 "taken from the file order (index) instead"
             )
+        if number == 1:
+            first_time = time
         last_time = time
         if process.__class__ is not int and process != NEMESIS:
             raise HistoryError(source, number, f"process must be an integer or 'nemesis', not {process!r}")
@@ -487,6 +490,7 @@ def _build(
         shard=shard if parts > 1 else None,
         seen=frozenset(seen),
         file_ops=len(client) - statuses,
+        span=(first_time, last_time) if number else None,
     )
 
 

@@ -245,7 +245,7 @@ def run_stats(history: History | None) -> dict[str, Any]:
         }
     workload = [op for op in history.ops if op.f != STATUS]
     latencies = sorted(op.ret - op.call for op in workload if op.type == "ok" and op.ret is not None)
-    duration_ns = history.events[-1].time - history.events[0].time if history.events else 0
+    duration_ns = history.span[1] - history.span[0] if history.span is not None else 0
     duration_s = duration_ns / 1e9
     p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
     return {
@@ -470,7 +470,9 @@ def _read_history(files: Mapping[str, bytes]) -> tuple[History | None, InputErro
     try:
         if HISTORY not in files:
             raise HistoryError(HISTORY, None, "no such file")
-        return parse_history(_lines(files[HISTORY], HISTORY), HISTORY), None
+        # Operations only: no event objects (what kept each line's decoded object alive, the most memory
+        # a big run's task held); the statistics take the history's time span instead.
+        return parse_history(_lines(files[HISTORY], HISTORY), HISTORY, keep_events=False), None
     except HistoryError as exc:
         return None, _input_error(exc)
 

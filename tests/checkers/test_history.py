@@ -100,6 +100,15 @@ def test_time_backwards_warns_and_orders_by_index() -> None:
     assert (open_op.call, open_op.ret) == (2, None)
 
 
+def test_span_is_the_times_of_the_first_and_last_lines_with_or_without_events() -> None:
+    second = json.loads(_event(1, 0, "ok"))
+    second["time"] = 5
+    lines = [_event(0, 0, "invoke", time=7), json.dumps(second), _event(2, 1, "invoke", time=6)]
+    for keep_events in (True, False):
+        assert parse_history(lines, "h.jsonl", keep_events=keep_events).span == (7, 6)  # lines, not min/max
+    assert parse_history([], "h.jsonl").span is None
+
+
 def test_time_forwards_keeps_the_times_and_no_warning() -> None:
     history = parse_history([_event(0, 0, "invoke", time=7), _event(1, 0, "ok", time=9)])
     assert history.warnings == ()
