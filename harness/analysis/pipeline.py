@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 MAX_INGEST_TASKS = 512
 # Per key: the linearizability search is NP-complete; a night must end. ``None`` means no limit.
 DEFAULT_KEY_TIMEOUT_S = 120.0
-# Threads writing the dataset's files (they wait for disks and filesystems, not for Python).
+# Threads writing results.json and the dataset's files (they wait for disks and filesystems, not Python).
 WRITERS = 8
 
 
@@ -281,23 +281,28 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
             "key_timeout_s": options.key_timeout_s,
         }
         verdict_rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for done, (key, row) in enumerate(sorted(run_rows.items()), start=1):
-            errors = json.loads(row["input_errors_json"]) if row["input_errors_json"] else []
-            run = by_key[key]
-            path = run.path / RESULTS
-            run_verdicts = verdicts.get(key, {})
-            document = results_document(row, run_verdicts, errors, analysis_info, _previous(storage, path))
-            row["valid"] = dataset.valid_text(document["valid"])
-            row["analyzed_at"] = analyzed_at
-            storage.write_bytes(path, json_document(document))
-            result.outcomes.append(
-                RunOutcome(run=run, valid=document["valid"], results=document, results_path=path)
-            )
-            verdict_rows[key] = [
-                {**verdict_row(key[0], key[1], name, verdict), "analyzed_at": analyzed_at}
-                for name, verdict in run_verdicts.items()
-            ]
-            progress.update(done, len(run_rows))
+        # Each results.json is synced before it is renamed into place: a few threads write them.
+        with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="results") as writers:
+            written = []
+            for key, row in sorted(run_rows.items()):
+                errors = json.loads(row["input_errors_json"]) if row["input_errors_json"] else []
+                run = by_key[key]
+                path = run.path / RESULTS
+                run_verdicts = verdicts.get(key, {})
+                document = results_document(row, run_verdicts, errors, analysis_info, _previous(storage, path))
+                row["valid"] = dataset.valid_text(document["valid"])
+                row["analyzed_at"] = analyzed_at
+                written.append(writers.submit(storage.write_bytes, path, json_document(document)))
+                result.outcomes.append(
+                    RunOutcome(run=run, valid=document["valid"], results=document, results_path=path)
+                )
+                verdict_rows[key] = [
+                    {**verdict_row(key[0], key[1], name, verdict), "analyzed_at": analyzed_at}
+                    for name, verdict in run_verdicts.items()
+                ]
+            for done, future in enumerate(written, start=1):
+                future.result()
+                progress.update(done, len(run_rows))
         clock.lap("results_s")
 
         # 4. the dataset
