@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,7 @@ QUEUE_ONLY_FS = CONSUME_FS | DRAIN_FS | CONFIRM_FS
 MAX_REPORTED = 50
 _NEG_INF = float("-inf")
 _POS_INF = float("inf")
+_RET, _CALL = operator.attrgetter("ret"), operator.attrgetter("call")
 
 
 @dataclass(frozen=True)
@@ -247,9 +249,9 @@ def _check_registers(history: History, phase: FinalPhase, findings: _Findings, s
                 continue
             key = _key(op.key)
             writers.setdefault(key, {}).setdefault(_freeze(value), []).append(op)
-            if op.ok:
+            if op.type == "ok":
                 ok_writes.setdefault(key, []).append(op)
-        elif op.f in READ_FS and op.ok:
+        elif op.f in READ_FS and op.type == "ok":
             reads.append(op)
 
     final_reads = 0
@@ -270,9 +272,9 @@ def _check_registers(history: History, phase: FinalPhase, findings: _Findings, s
     by_call: dict[Any, tuple[list[int], list[Operation]]] = {}
     by_ret: dict[Any, tuple[list[int], list[Operation], list[tuple[int, int]]]] = {}
     for key, ops in ok_writes.items():
-        ordered = sorted(ops, key=lambda op: op.call)
+        ordered = sorted(ops, key=_CALL)
         by_call[key] = ([op.call for op in ordered], ordered)
-        with_lsn = sorted((op for op in ops if op.lsn is not None), key=lambda op: op.ret)
+        with_lsn = sorted((op for op in ops if op.lsn is not None), key=_RET)
         prefix: list[tuple[int, int]] = []
         for op in with_lsn:
             prefix.append(op.lsn if not prefix or op.lsn > prefix[-1] else prefix[-1])
@@ -592,24 +594,24 @@ def _check_journals(
     applied: dict[str, dict[tuple[int, int], Any]] = {}
     last: dict[str, tuple[int, int] | None] = {}
     for node, events in journals.items():
-        table: dict[tuple[int, int], Any] = {}
+        table: dict[tuple[int, int], Any] = {}  # LSN -> the key its last apply names
         for event in events:
             if event.event == "apply":
                 data = event.data
-                table[data["lsn"]] = data["key"]
-        applied[node] = {lsn: _key(key) for lsn, key in table.items()}
+                key = data["key"]
+                table[data["lsn"]] = key if key.__class__ is str else _key(key)
+        applied[node] = table
         last[node] = max(table) if table else None
+    # The nodes that applied anything, with their last LSN: the only ones that can lack a write.
+    applying = [(node, table, last[node]) for node, table in applied.items() if last[node] is not None]
     checked = 0
     for write in acked:
-        if write.lsn is None:
+        lsn = write.lsn
+        if lsn is None:
             continue
         checked += 1
-        key = _key(write.key)
-        lacking = [
-            node
-            for node, table in applied.items()
-            if last[node] is not None and write.lsn <= last[node] and table.get(write.lsn, _ABSENT) != key
-        ]
+        key = write.key if write.key.__class__ is str else _key(write.key)
+        lacking = [node for node, table, top in applying if lsn <= top and table.get(lsn, _ABSENT) != key]
         record = findings.lost.get(write.id)
         if record is not None:
             record["journals"] = _journal_view(write, key, applied, last)

@@ -40,6 +40,7 @@ de-duplication), so retries are exempt from the real-time rules; duplicate-lsn s
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -49,6 +50,7 @@ from checkers.history import NEMESIS, History, JournalEvent, Operation
 from checkers.verdict import UNKNOWN, Verdict
 
 READ_FS = frozenset({"read", "get"})
+_RET, _CALL = operator.attrgetter("ret"), operator.attrgetter("call")
 IGNORED_FS = frozenset({"status"})
 MAX_REPORTED = 20
 
@@ -156,11 +158,11 @@ def _sweep(
 ) -> Iterable[tuple[Operation, Operation]]:
     """Pairs (a, b) with a in ``predecessors`` completed before b in ``checked`` was invoked, and
     a.lsn > b.lsn (or >= when ``strict``), where a is the predecessor with the largest LSN. O(n log n)."""
-    by_ret = sorted(predecessors, key=lambda op: op.ret)
+    by_ret = sorted(predecessors, key=_RET)
     rets = [op.ret for op in by_ret]
     best: Operation | None = None
     i = 0
-    for b in sorted(checked, key=lambda op: op.call):
+    for b in sorted(checked, key=_CALL):
         end = bisect.bisect_left(rets, b.call, lo=i)
         for a in by_ret[i:end]:
             if best is None or a.lsn > best.lsn:
@@ -197,7 +199,7 @@ def _check_history(
     writes: list[Operation] = []
     reads: list[Operation] = []
     for op in history.ops:
-        if not op.ok or op.lsn is None or op.f in IGNORED_FS or op.process == NEMESIS:
+        if op.type != "ok" or op.lsn is None or op.f in IGNORED_FS or op.process == NEMESIS:
             continue
         (reads if op.f in READ_FS else writes).append(op)
 
@@ -279,7 +281,9 @@ def _frozen(value: Any) -> Any:
 def _by_key(ops: list[Operation]) -> dict[Any, list[Operation]]:
     groups: dict[Any, list[Operation]] = {}
     for op in ops:
-        key = op.key if not isinstance(op.key, list | dict) else repr(op.key)
+        key = op.key
+        if key.__class__ is list or key.__class__ is dict:
+            key = repr(key)
         groups.setdefault(key, []).append(op)
     return groups
 
