@@ -22,8 +22,8 @@
    machine's filesystem; for a store elsewhere, ``harness report`` where it is mounted makes them.
 
 Why the rows do not travel through Spark one by one: turning Python rows into JVM rows, caching them
-and writing them back out as Parquet cost the JVM as much CPU as the checkers cost Python (measured:
-docs/analysis.md, "Figures"); a task encodes its run's Parquet file with pyarrow in a fraction of that,
+and writing them back out as Parquet cost the JVM as much CPU as the checkers cost Python (measured when
+this design was chosen); a task encodes its run's Parquet file with pyarrow in a fraction of that,
 and hands Spark one binary value. The checkers are called unchanged inside the tasks.
 """
 
