@@ -243,3 +243,27 @@ def test_checkers_a_system_cannot_feed_are_not_applicable_on_spark_too(spark, tm
     assert outcome.valid is True and results["valid"] is True
     assert set(results["checkers"]) == {"linearizable", "durability"}
     assert set(results["not_applicable"]) == {"single-leader-per-term", "lsn-monotonicity"}
+
+
+def test_each_pack_is_a_partition_of_its_own_and_the_sessions_settings_come_back(
+    spark, batch: tuple[Path, Analysis]  # noqa: ANN001
+) -> None:
+    """Spark 4.1+ zips a union of one-partition inputs into one partition (the whole analysis then ran as
+    one task); under the analysis's settings each pack stays a partition, and the session's own value of
+    the setting is back afterwards. The tasks report their CPU by phase."""
+    from harness.analysis.discovery import run_files
+    from harness.analysis.ingest import PHASES
+    from harness.analysis.pipeline import ANALYSIS_SQL_CONF, _read, _sql_conf
+
+    store, analysis = batch
+    selection = find_runs([store])
+    packs = [[path for path, _size in run_files(selection.storage, run)] for run in selection.runs]
+    key = "spark.sql.unionOutputPartitioning"
+    spark.conf.set(key, "true")
+    try:
+        with _sql_conf(spark, ANALYSIS_SQL_CONF):
+            assert _read(spark, selection.storage, packs).rdd.getNumPartitions() == len(packs) == 4
+        assert spark.conf.get(key) == "true"
+    finally:
+        spark.conf.unset(key)
+    assert set(analysis.task_cpu_s) == set(PHASES) and analysis.task_cpu_s["parse_s"] > 0
