@@ -41,6 +41,7 @@ from harness.arguments import add_test_arguments, spec_from_args
 from harness.db.plugin import DBPlugin, load_plugin
 from harness.sim.explore import (
     Exploration,
+    ExplorationInterrupted,
     ProcessPool,
     SeedExecutor,
     SeedOutcome,
@@ -62,6 +63,7 @@ from harness.sim.run import (
 from harness.spec import ConfigError, TestSpec
 from harness.subcommand import (
     EXIT_CRASH,
+    EXIT_INTERRUPTED,
     count_or_zero,
     print_checker_verdicts,
     verdict_line,
@@ -239,13 +241,21 @@ def _explore(args: argparse.Namespace, console: Console, err: Console) -> int:
         raise ConfigError(str(exc)) from None
     spec = sim_spec_from_args(args, seeds[0])
     comp = compose_sim(spec)
+    interrupted = None
     with _executor(args) as executor:
         console.print(f"harness simulate: {len(seeds)} seeds of {comp.test_name} on {executor_name(executor)}"
                       f"{'' if args.keep_going else ', stopping at the first failure'}")
-        exploration = _run_exploration(args, console, spec, seeds, executor)
+        try:
+            exploration = _run_exploration(args, console, spec, seeds, executor)
+        except ExplorationInterrupted as stopped:
+            exploration = interrupted = stopped.exploration
     if exploration.recorded is not None:
         console.print(f"seeds recorded in {exploration.recorded.parent} (the dataset's sim_seeds table)")
     print_exploration(console, exploration)
+    if interrupted is not None:
+        err.print(f"interrupted after {len(exploration.outcomes)} of {len(seeds)} seeds; the table above is "
+                  "theirs", markup=False)
+        return EXIT_INTERRUPTED
     if exploration.nondeterministic:
         err.print(f"{len(exploration.nondeterministic)} seed(s) did not replay byte for byte: the simulator is "
                   "not deterministic (a harness defect)", markup=False)

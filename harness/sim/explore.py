@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from checkers.verdict import UNKNOWN, Valid
 from harness.sim import dataset
-from harness.sim.run import compose_sim, discard, keep, simulate
+from harness.sim.run import SimResult, compose_sim, discard, keep, simulate
 from harness.spec import ConfigError, TestSpec
 
 MAX_SEEDS = 10_000_000
@@ -104,6 +104,8 @@ class Exploration:
     """Where the seeds ran: ``processes N`` or ``spark MASTER``."""
     recorded: Path | None = None
     """The exploration's partition of the ``sim_seeds`` table (``harness.sim.dataset``)."""
+    interrupted: bool = False
+    """Ctrl-C, SIGTERM or SIGHUP stopped it: ``outcomes`` are the seeds finished before."""
 
     @property
     def invalid(self) -> list[SeedOutcome]:
@@ -154,11 +156,13 @@ def run_seed(spec: TestSpec, scratch: str, check_determinism: bool = False,
         shutil.rmtree(work, ignore_errors=True)
         return SeedOutcome(spec.seed, UNKNOWN, error=f"{type(exc).__name__}: {exc}",
                            wall_seconds=time.perf_counter() - started)
+    _stop_if_interrupted(result)
     deterministic = None
     if check_determinism:
         again_dir = Path(scratch) / f"seed-{spec.seed}-again"
         shutil.rmtree(again_dir, ignore_errors=True)
         again = simulate(spec, again_dir, checkers=())
+        _stop_if_interrupted(again, result)
         deterministic = again.digest == result.digest
         shutil.rmtree(again_dir, ignore_errors=True)
     run_dir = None
@@ -184,6 +188,16 @@ def run_seed(spec: TestSpec, scratch: str, check_determinism: bool = False,
 SeedTask = tuple[TestSpec, str, bool, "Sequence[str] | None"]
 """What one seed's run needs: its spec (the seed set), the scratch directory, whether to check
 determinism, and the checkers to judge with (:func:`run_seed`'s arguments)."""
+
+
+def _stop_if_interrupted(*results: SimResult) -> None:
+    """A seed's run turns Ctrl-C, SIGTERM or SIGHUP into an interrupted run (``harness.signals``), judged
+    and stored like any other; in an exploration it must end the exploration instead, or every signal
+    would cost one seed and the next seed would start."""
+    if any(r.interrupted for r in results):
+        for r in results:
+            discard(r)
+        raise KeyboardInterrupt
 
 
 def run_task(task: SeedTask) -> SeedOutcome:
@@ -288,7 +302,11 @@ def _serve(connection: Connection) -> None:
             return
         if task is None:
             return
-        connection.send(run_task(task))
+        try:
+            outcome = run_task(task)
+        except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent stops the pool
+            return
+        connection.send(outcome)
 
 
 _executor: contextvars.ContextVar[SeedExecutor | None] = contextvars.ContextVar("seed_executor", default=None)
@@ -344,6 +362,8 @@ def explore(
             if not keep_going and stop_on(outcome):
                 exploration.stopped_early = outcome.seed != seed_list[-1]
                 break
+    except KeyboardInterrupt:
+        exploration.interrupted = True
     finally:
         close = getattr(results, "close", None)
         if close is not None:
@@ -357,7 +377,19 @@ def explore(
     if exploration.outcomes:
         rows = dataset.rows(exploration, test=comp.test_name, options=comp.options, executor=exploration.executor)
         exploration.recorded = dataset.write(spec.store, dataset.exploration_id(started_at), rows)
+    if exploration.interrupted:
+        raise ExplorationInterrupted(exploration)
     return exploration
+
+
+class ExplorationInterrupted(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP stopped an exploration; ``exploration`` holds the seeds finished before
+    (already written to the ``sim_seeds`` table). A ``KeyboardInterrupt``, so that callers that run several
+    explorations (the detection matrix) stop too."""
+
+    def __init__(self, exploration: Exploration) -> None:
+        super().__init__(f"interrupted after {len(exploration.outcomes)} of {len(exploration.seeds)} seeds")
+        self.exploration = exploration
 
 
 def executor_name(executor: SeedExecutor) -> str:

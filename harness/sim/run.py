@@ -115,6 +115,8 @@ class SimResult:
     schedule: tuple[ScheduledFault, ...]
     client_ops: int = 0
     error: str | None = None
+    interrupted: bool = False
+    """Ctrl-C, SIGTERM or SIGHUP ended the run before its end: stored and judged, but not a verdict on the seed."""
 
     @property
     def exit_code(self) -> int:
@@ -162,7 +164,8 @@ def simulate(
     invoked = {int(k): list(v) for k, v in (scripts or result.invoked).items()}
     return SimResult(spec, Path(result.run_dir), result.valid, results, float(sim.get("sim_seconds", 0.0)), wall,
                      {k: sim[k] for k in ("history_sha256", "journals_sha256") if k in sim}, invoked,
-                     result.schedule, client_ops=results.get("ops", 0), error=result.error)
+                     result.schedule, client_ops=results.get("ops", 0), error=result.error,
+                     interrupted=result.interrupted)
 
 
 def scratch_dir(store_dir: str | os.PathLike[str]) -> Path:
