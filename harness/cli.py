@@ -179,8 +179,9 @@ def _print_result(console: Console, result: RunResult) -> None:
     for problem in result.teardown_errors:
         shown = problem if len(problem) <= 300 else problem[:300] + " ... (in full in harness.log)"
         console.print(Text(f"teardown: {shown}", style="bold red"))
-    console.print(verdict_line(result.valid, f"   {results.get('ops', 0)} operations, "
-                                             f"{results.get('duration_s', 0):g} s, seed {result.spec.seed}"))
+    # A run that crashed before its workload ran has neither (null in results.json).
+    console.print(verdict_line(result.valid, f"   {results.get('ops') or 0} operations, "
+                                             f"{results.get('duration_s') or 0:g} s, seed {result.spec.seed}"))
     console.print(f"run stored in {result.run_dir}")
     report = Path(result.run_dir) / "report.html" if result.run_dir is not None else None
     if report is not None and report.is_file():

@@ -261,3 +261,18 @@ def test_a_spec_of_the_first_format_reads_as_the_cluster_dbs_options() -> None:
                                "core": {"scouting": False, "leader_quorum_timeout": 0}}
     assert compose(spec).test_name == "cluster-raft-bug-vote-twice-register-partition"
     assert spec.client_binding == "leader"  # stored before the binding existed: what those runs did
+
+
+def test_a_run_that_crashed_before_its_workload_prints_its_end_without_a_traceback(tmp_path) -> None:
+    # results.json holds null duration and operations when the run crashed in setup (a node's clock probe).
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    result = SimpleNamespace(results={"valid": "unknown", "ops": None, "duration_s": None}, stats=None,
+                             error="RuntimeError: n4: libfaketime does not work there", interrupted=False,
+                             teardown_errors=[], valid="unknown", spec=SimpleNamespace(seed=5), run_dir=tmp_path)
+    console = Console(record=True, width=200)
+    cli._print_result(console, result)  # type: ignore[arg-type]
+    text = console.export_text()
+    assert "0 operations, 0 s, seed 5" in text and "the harness crashed: RuntimeError" in text

@@ -300,6 +300,16 @@ def test_a_probe_without_usable_output_is_an_error(remotes: dict[str, FakeRemote
     assert probe == "clock probe failed: date: invalid format"
 
 
+def test_a_probe_whose_output_was_lost_is_asked_again(remotes: dict[str, FakeRemote]) -> None:
+    answers = iter([CommandResult(0, "", ""), CommandResult(0, "100.0\n160.5\n100.2\n", "")])
+    remotes["n1"].respond("date", lambda cmd: next(answers))
+    assert shell.probe_clock(remotes["n1"], FT) == shell.ClockProbe(offset=pytest.approx(60.4),
+                                                                      uncertainty=pytest.approx(0.1))
+    remotes["n2"].respond("date", CommandResult(0, "", ""))
+    assert shell.probe_clock(remotes["n2"], FT) == "clock probe failed: exit 0"
+    assert sum("date +%s.%N" in c for c in remotes["n2"].commands) == shell.PROBE_ATTEMPTS
+
+
 def test_probe_measures_the_offset_against_the_real_clock_on_the_node(remotes: dict[str, FakeRemote]) -> None:
     remotes["n1"].respond("date", CommandResult(0, "100.0\n160.5\n100.2\n", ""))
     probe = shell.probe_clock(remotes["n1"], FT)
