@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from checkers.verdict import UNKNOWN, Valid
-from harness.analysis.storage import LocalStorage, Storage
+from harness.analysis.storage import LocalStorage, Storage, literal
 from harness.store import DATASET_DIR, SUITES_DIR  # noqa: F401 - SUITES_DIR: harness.suite imports it from here
 
 if TYPE_CHECKING:
@@ -237,4 +237,5 @@ def read_table(spark: SparkSession, store: PurePath, table: str, storage: Storag
     if not any(is_dir for _name, is_dir in storage.list_dir(root)):
         return None
     uri = storage.uri(root)
-    return spark.read.schema(ddl(TABLES[table])).option("basePath", uri).parquet(uri)
+    # The reader takes its path as a glob pattern; the base path is a plain path.
+    return spark.read.schema(ddl(TABLES[table])).option("basePath", uri).parquet(literal(uri))

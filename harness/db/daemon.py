@@ -139,26 +139,25 @@ class Daemon:
 
     def signal_script(self, signal: str, *, wait: float) -> str:
         """The script :meth:`signal` runs: prints ``not running`` or ``sent``; exits 3 if the signal did not
-        take effect within ``wait`` seconds (KILL and TERM: the process is gone; STOP: it is stopped)."""
+        take effect within ``wait`` seconds (KILL and TERM: the process is gone; STOP: it is stopped; CONT:
+        it is no longer stopped). Other signals are sent without waiting."""
         if not signal.isalnum():
             raise ValueError(f"not a signal name: {signal!r}")
         steps = max(1, int(wait * 10))
-        if signal in ("KILL", "TERM"):
-            until = f"! {_PID} >/dev/null"
-            failure = "still running"
-        elif signal == "STOP":
-            until = "ps -o stat= -p \"$pid\" | grep -q '^T'"
-            failure = "not stopped"
-        else:
-            until, failure = "true", ""
-        return (
-            self.pid_function()
-            + f"pid=$({_PID}) || {{ echo '{NOT_RUNNING}'; exit 0; }}\n"
-            + f"kill -{signal} \"$pid\"\n"
-            + f"i=0; until {until} || [ $i -ge {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
-            + f"{until} || {{ echo '{failure} {wait:g} s after SIG{signal}' >&2; exit 3; }}\n"
-            + f"echo {SENT}\n"
-        )
+        stat = "ps -o stat= -p \"$pid\""
+        effects = {
+            "KILL": (f"! {_PID} >/dev/null", "still running"),
+            "TERM": (f"! {_PID} >/dev/null", "still running"),
+            "STOP": (f"{stat} | grep -q '^T'", "not stopped"),
+            "CONT": (f"! {stat} | grep -q '^T'", "still stopped"),
+        }
+        script = self.pid_function() + f"pid=$({_PID}) || {{ echo '{NOT_RUNNING}'; exit 0; }}\n"
+        script += f"kill -{signal} \"$pid\"\n"
+        if signal in effects:
+            until, failure = effects[signal]
+            script += (f"i=0; until {until} || [ $i -ge {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
+                       f"{until} || {{ echo '{failure} {wait:g} s after SIG{signal}' >&2; exit 3; }}\n")
+        return script + f"echo {SENT}\n"
 
     # -- acting on a node ---------------------------------------------------------------------------------
 

@@ -161,3 +161,12 @@ def test_runs_whose_names_hold_plus_spaces_or_glob_characters_are_read(spark, tm
     run = write_run(store, test, "20261120T020000", ops=40, seed=5)
     assert analysis_main(["analyze", str(store), "--quiet"]) == 0
     assert json.loads((run / "results.json").read_text())["valid"] is True
+
+
+@pytest.mark.spark
+def test_a_store_whose_path_holds_glob_characters_reads_its_dataset_back(spark, tmp_path: Path) -> None:  # noqa: ANN001
+    store = tmp_path / "nightly [b] {x,y} *"
+    write_run(store, "reg", "20261120T020000", ops=40, seed=5)
+    assert analysis_main(["analyze", str(store), "--quiet", "--store", str(store)]) == 0
+    runs = dataset.read_table(spark, store, "runs")
+    assert runs is not None and [r["valid"] for r in runs.collect()] == ["true"]
