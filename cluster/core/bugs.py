@@ -130,8 +130,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "no-fencing-token",
             "followers accept replicated writes without checking the leader's fencing token (its term, in "
             "lease mode the store's generation), so a deposed leader's delayed writes overwrite committed "
-            "entries",
-            "committed-data durability",
+            "entries: the follower drops entries it applied and applies the older term's after them",
+            "lsn-monotonicity",
             modes=("lease",),
         ),
     )

@@ -45,7 +45,7 @@ CI_SEEDS = 20
 """Seeds a CI round may explore per bug and mode (round 0 finds most within 1 to 5, stale-vote within 14, today)."""
 PAIRS = [(bug, mode) for bug, known in KNOWN_BUGS.items() for mode in known.modes]
 """Every known bug in every mode it applies to."""
-SLOW = {("vote-twice", "aeron"), ("lease-own-clock", "lease"), ("no-fencing-token", "lease"), ("lsn-reuse", "fluvio"),
+SLOW = {("vote-twice", "aeron"), ("lease-own-clock", "lease"), ("lsn-reuse", "fluvio"),
         *((bug, mode) for bug, mode in PAIRS if bug == "lease-read-wallclock")}
 """Pairs that need tens to hundreds of seeds (docs/simulation.md, detection matrix): the ``slow`` layer."""
 NOT_FOUND: set[tuple[str, str]] = set()
