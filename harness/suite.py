@@ -1030,6 +1030,20 @@ def suite_summary(suite: Suite, result: SuiteResult, started: datetime) -> dict[
     }
 
 
+def select_cases(suite: Suite, patterns: Sequence[str]) -> Suite:
+    """The suite with only the cases whose name (``harness suite --list``) or matrix entry name contains
+    one of ``patterns`` (``harness suite --only``), numbered again from 1 in file order. No patterns: the
+    whole suite. Raises :class:`SuiteError` when no case matches."""
+    if not patterns:
+        return suite
+    kept = [c for c in suite.cases if any(p in c.name or p in c.group for p in patterns)]
+    if not kept:
+        wanted = ", ".join(repr(p) for p in patterns)
+        raise SuiteError(f"{suite.path}: no run matches --only {wanted}; harness suite {suite.path} --list "
+                         "shows the runs' names")
+    return replace(suite, cases=tuple(replace(c, index=i) for i, c in enumerate(kept)))
+
+
 def with_store(suite: Suite, store: str | None) -> Suite:
     """The suite with its store replaced (the CLI's ``--store``)."""
     return suite if store is None else replace(suite, store=store)

@@ -144,6 +144,14 @@ def add_suite_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--junit", default=None, metavar="PATH", help="also copy junit.xml here (for CI)")
     parser.add_argument("--list", action="store_true", help="print the expanded runs and exit")
     parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="run only the runs whose name (as --list prints it) or matrix entry name contains TEXT "
+        "(repeatable: any of them), e.g. --only 'aeron bug-vote-twice' or --only bugs-all.control",
+    )
+    parser.add_argument(
         "--jobs",
         type=count,
         default=1,
@@ -305,7 +313,7 @@ def print_suite(result: Any, console: Console) -> None:
 
 def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
     """``harness suite``: returns the exit code; a bad suite file is one sentence on ``err`` and 254."""
-    from harness.suite import SuiteError, dumps_case_list, load_suite, run_suite, with_store
+    from harness.suite import SuiteError, dumps_case_list, load_suite, run_suite, select_cases, with_store
 
     try:
         if args.store and is_url(args.store):
@@ -318,7 +326,7 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
             raise UsageError(
                 f"--jobs {args.jobs}: at most {MAX_JOBS} cases at once (each is a cluster of containers)"
             )
-        suite = with_store(load_suite(args.suite_file), args.store)
+        suite = select_cases(with_store(load_suite(args.suite_file), args.store), args.only)
         if args.list:
             console.print(dumps_case_list(suite), markup=False, highlight=False)
             return 0

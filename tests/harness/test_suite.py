@@ -38,6 +38,7 @@ from harness.suite import (
     load_suite,
     parse_suite,
     run_suite,
+    select_cases,
 )
 
 pytest_plugins = ("tests.harness.spark_fixtures",)
@@ -243,6 +244,33 @@ def test_the_cli_refuses_jobs_it_cannot_run(jobs: str, message: str, capsys: pyt
     assert analysis_main(["suite", str(ROOT / "suites" / "bugs.toml"), "--jobs", jobs]) == 254
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err
+
+
+def test_only_keeps_the_runs_whose_name_or_entry_matches_and_numbers_them_again() -> None:
+    suite = load_suite(ROOT / "suites" / "bugs-all-modes.toml", rng=random.Random(1))
+    aeron = select_cases(suite, ["aeron bug-vote-twice"])
+    assert aeron.cases and all(mode(c) == "aeron" and bugs(c) == ("vote-twice",) for c in aeron.cases)
+    assert [c.index for c in aeron.cases] == list(range(len(aeron.cases)))
+    expected = [c for c in suite.cases if mode(c) == "aeron" and bugs(c) == ("vote-twice",)]
+    assert [c.name for c in aeron.cases] == [c.name for c in expected]
+    either = select_cases(suite, ["bugs-all.control-queue", "bugs-all.no-dedup"])
+    assert {c.group for c in either.cases} == {"bugs-all.control-queue", "bugs-all.no-dedup"}
+    assert select_cases(suite, []) is suite
+    with pytest.raises(SuiteError, match="no run matches --only 'zebra'"):
+        select_cases(suite, ["zebra"])
+
+
+def test_the_cli_lists_only_the_selected_runs_and_refuses_a_selection_of_none(capsys: pytest.CaptureFixture[str]) -> None:
+    bugs_file = str(ROOT / "suites" / "bugs.toml")
+    assert analysis_main(["suite", bugs_file, "--list", "--only", "bug-vote-twice", "--only", "bugs.control"]) == 0
+    listed = capsys.readouterr().out.rstrip().splitlines()
+    whole = load_suite(bugs_file)
+    chosen = [c for c in whole.cases if bugs(c) == ("vote-twice",) or c.group == "bugs.control"]
+    assert len(chosen) >= 2 and [line.split("  ")[2] for line in listed] == [c.name for c in chosen]
+    assert listed[0].startswith("   1  cluster blazingmq bug-vote-twice register nemesis=ring-storm seed=111")
+    assert analysis_main(["suite", bugs_file, "--only", "zebra"]) == 254
+    err = capsys.readouterr().err.strip()
+    assert "no run matches --only 'zebra'" in err and "\n" not in err
 
 
 # --- judging and exit codes -----------------------------------------------------------------------
