@@ -74,6 +74,7 @@ operation. For each queue:
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import operator
 from collections.abc import Mapping
@@ -97,7 +98,7 @@ QUEUE_ONLY_FS = CONSUME_FS | DRAIN_FS | CONFIRM_FS
 MAX_REPORTED = 50
 _NEG_INF = float("-inf")
 _POS_INF = float("inf")
-_RET, _CALL = operator.attrgetter("ret"), operator.attrgetter("call")
+_RET, _CALL, _LSN = operator.attrgetter("ret"), operator.attrgetter("call"), operator.attrgetter("lsn")
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,19 @@ class FinalPhase:
         if self.after_time is not None:
             return op.call > self.after_time
         return self.after_index is not None and op.invoke_index > self.after_index
+
+    def select(self, ops: list[Operation]) -> list[Operation]:
+        """The operations of ``ops`` that :meth:`includes`, in order (one comprehension per rule)."""
+        if self.marked is not None:
+            marked = self.marked
+            return [op for op in ops if op.invoke_index in marked]
+        if self.after_time is not None:
+            after_time = self.after_time
+            return [op for op in ops if op.call > after_time]
+        if self.after_index is None:
+            return []
+        after_index = self.after_index
+        return [op for op in ops if op.invoke_index > after_index]
 
     def to_json(self) -> dict[str, Any]:
         return {"rule": self.rule, "after_index": self.after_index, "after_time": self.after_time}
@@ -241,29 +255,57 @@ def _check_registers(history: History, phase: FinalPhase, findings: _Findings, s
     ok_writes: dict[Any, list[Operation]] = {}
     reads: list[Operation] = []
     unreadable_cas = 0
+    # The loops below run once per operation: _key, _freeze and _written_value are spelled out inline
+    # for the common cases (a string key, an int or string value).
     for op in history.ops:
-        if op.f in WRITE_FS or op.f in CAS_FS:
-            writes, value = _written_value(op)
-            if not writes:
+        f = op.f
+        if f in READ_FS:
+            if op.type == "ok":
+                reads.append(op)
+            continue
+        if f in WRITE_FS:
+            value = op.value
+        elif f in CAS_FS:
+            value = op.value
+            if not isinstance(value, list | tuple) or len(value) != 2:
                 unreadable_cas += 1
                 continue
-            key = _key(op.key)
-            writers.setdefault(key, {}).setdefault(_freeze(value), []).append(op)
-            if op.type == "ok":
-                ok_writes.setdefault(key, []).append(op)
-        elif op.f in READ_FS and op.type == "ok":
-            reads.append(op)
+            value = value[1]
+        else:
+            continue
+        key = op.key
+        if key.__class__ is not str:
+            key = _key(key)
+        if value.__class__ is not int and value.__class__ is not str:
+            value = _freeze(value)
+        by_value = writers.get(key)
+        if by_value is None:
+            by_value = writers[key] = {}
+        same = by_value.get(value)
+        if same is None:
+            by_value[value] = [op]
+        else:
+            same.append(op)
+        if op.type == "ok":
+            mine = ok_writes.get(key)
+            if mine is None:
+                ok_writes[key] = [op]
+            else:
+                mine.append(op)
 
     final_reads = 0
     never_written_reads: set[int] = set()
     no_writers: dict[Any, list[Operation]] = {}
     for read in reads:
-        by_value = writers.get(_key(read.key), no_writers)
-        candidates = by_value.get(_freeze(read.output))
+        key, value = read.key, read.output
+        by_value = writers.get(key if key.__class__ is str else _key(key), no_writers)
+        candidates = by_value.get(
+            value if value.__class__ is int or value.__class__ is str else _freeze(value)
+        )
         if candidates is None:
-            if read.output is None:
+            if value is None:
                 continue  # the initial value
-        elif any(x.call < read.ret and x.type != "fail" for x in candidates):
+        elif _invoked_before(candidates, read.ret):
             continue  # the common case, decided without building a report
         if _check_read_value(read, by_value, findings):
             never_written_reads.add(read.id)
@@ -274,22 +316,18 @@ def _check_registers(history: History, phase: FinalPhase, findings: _Findings, s
     for key, ops in ok_writes.items():
         ordered = sorted(ops, key=_CALL)
         by_call[key] = ([op.call for op in ordered], ordered)
-        with_lsn = sorted((op for op in ops if op.lsn is not None), key=_RET)
-        prefix: list[tuple[int, int]] = []
-        for op in with_lsn:
-            prefix.append(op.lsn if not prefix or op.lsn > prefix[-1] else prefix[-1])
+        with_lsn = sorted([op for op in ops if op.lsn is not None], key=_RET)
+        prefix = list(itertools.accumulate([op.lsn for op in with_lsn], max))
         by_ret[key] = ([op.ret for op in with_lsn], with_lsn, prefix)
 
     keys_read: set[Any] = set()
-    for read in reads:
-        if not phase.includes(read):
-            continue
+    for read in phase.select(reads):
         final_reads += 1
         key = _key(read.key)
         keys_read.add(key)
         if read.id in never_written_reads:
             continue
-        where = {"node": read.node, "read": read.evidence()}
+        where: dict[str, Any] | None = None  # built for the first loss only
         # Real-time rule: M is the latest completion of a write that could have written the read value.
         candidates = [
             x
@@ -298,8 +336,11 @@ def _check_registers(history: History, phase: FinalPhase, findings: _Findings, s
         ]
         latest = max((_POS_INF if x.ret is None else x.ret for x in candidates), default=_NEG_INF)
         calls, ordered = by_call.get(key, ([], []))
-        for write in ordered[bisect.bisect_right(calls, latest) :]:
+        # A write completed before the read's invoke was invoked before it too: only those are scanned.
+        begin = bisect.bisect_right(calls, latest)
+        for write in ordered[begin : bisect.bisect_left(calls, read.call, lo=begin)]:
             if write.ret < read.call:
+                where = where or {"node": read.node, "read": read.evidence()}
                 findings.add_lost(
                     write,
                     _describe_write(write),
@@ -310,6 +351,7 @@ def _check_registers(history: History, phase: FinalPhase, findings: _Findings, s
             rets, with_lsn, prefix = by_ret[key]
             end = bisect.bisect_left(rets, read.call)
             if end and prefix[end - 1] > read.lsn:
+                where = where or {"node": read.node, "read": read.evidence()}
                 for write in with_lsn[:end]:
                     if write.lsn > read.lsn:
                         findings.add_lost(
@@ -325,6 +367,14 @@ def _check_registers(history: History, phase: FinalPhase, findings: _Findings, s
     if unreadable_cas:
         stats["cas_without_expected_new"] = unreadable_cas
     return [op for ops in ok_writes.values() for op in ops]
+
+
+def _invoked_before(writes: list[Operation], ret: int) -> bool:
+    """Whether some write of ``writes`` that did not fail was invoked before ``ret``."""
+    for write in writes:
+        if write.call < ret and write.type != "fail":
+            return True
+    return False
 
 
 def _describe_write(write: Operation) -> dict[str, Any]:
@@ -475,8 +525,15 @@ def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stat
             },
         )
     for queue in sorted(confirming & {q for q, empty in drained.items() if empty}, key=repr):
-        _check_dropped(queue, puts.get(queue, {}), deliveries.get(queue, {}), confirmed.get(queue, set()),
-                       unknown_confirms.get(queue, 0), final_ops[queue], findings)
+        _check_dropped(
+            queue,
+            puts.get(queue, {}),
+            deliveries.get(queue, {}),
+            confirmed.get(queue, set()),
+            unknown_confirms.get(queue, 0),
+            final_ops[queue],
+            findings,
+        )
     for queue, count in not_drained.items():
         findings.undetermined.append(
             f"queue {queue!r}: {count} acknowledged puts undelivered and the final drain did not observe "
@@ -594,41 +651,47 @@ def _check_journals(
     applied: dict[str, dict[tuple[int, int], Any]] = {}
     last: dict[str, tuple[int, int] | None] = {}
     for node, events in journals.items():
-        table: dict[tuple[int, int], Any] = {}  # LSN -> the key its last apply names
-        for event in events:
-            if event.event == "apply":
-                data = event.data
-                key = data["key"]
-                table[data["lsn"]] = key if key.__class__ is str else _key(key)
+        # LSN -> the key its last apply names.
+        table = {
+            event.data["lsn"]: key if (key := event.data["key"]).__class__ is str else _key(key)
+            for event in events
+            if event.event == "apply"
+        }
         applied[node] = table
         last[node] = max(table) if table else None
-    # The nodes that applied anything, with their last LSN: the only ones that can lack a write.
-    applying = [(node, table, last[node]) for node, table in applied.items() if last[node] is not None]
-    checked = 0
-    for write in acked:
-        lsn = write.lsn
-        if lsn is None:
-            continue
-        checked += 1
-        key = write.key if write.key.__class__ is str else _key(write.key)
-        lacking = [node for node, table, top in applying if lsn <= top and table.get(lsn, _ABSENT) != key]
-        record = findings.lost.get(write.id)
-        if record is not None:
-            record["journals"] = _journal_view(write, key, applied, last)
-        if lacking:
-            findings.counts["missing-on-node"] += 1
-            if len(findings.missing_on_node) < MAX_REPORTED:
-                findings.missing_on_node[write.id] = {
-                    "key": write.key,
-                    "lsn": list(write.lsn),
-                    "acked_at": write.ret,
-                    "acked_line": (write.complete_index or 0) + 1,
-                    "lacking": lacking,
-                    "journals": _journal_view(write, key, applied, last),
-                    "write": write.evidence(),
-                }
+    with_lsn = [write for write in acked if write.lsn is not None]
+    keys = [key if (key := write.key).__class__ is str else _key(key) for write in with_lsn]
+    # (LSN, key) -> the nodes lacking it: each node's set difference, kept where it applied a later LSN.
+    wanted = set(zip(map(_LSN, with_lsn), keys, strict=True))
+    lacking: dict[tuple[tuple[int, int], Any], list[str]] = {}
+    for node, table in applied.items():
+        top = last[node]
+        if top is None:
+            continue  # applied nothing: cannot lack a write
+        for entry in wanted.difference(table.items()):
+            if entry[0] <= top:
+                lacking.setdefault(entry, []).append(node)
+    if lacking or findings.lost:
+        nodes_of = list(applied)
+        for write, key in zip(with_lsn, keys, strict=True):
+            record = findings.lost.get(write.id)
+            if record is not None:
+                record["journals"] = _journal_view(write, key, applied, last)
+            missing = lacking.get((write.lsn, key))
+            if missing:
+                findings.counts["missing-on-node"] += 1
+                if len(findings.missing_on_node) < MAX_REPORTED:
+                    findings.missing_on_node[write.id] = {
+                        "key": write.key,
+                        "lsn": list(write.lsn),
+                        "acked_at": write.ret,
+                        "acked_line": (write.complete_index or 0) + 1,
+                        "lacking": sorted(missing, key=nodes_of.index),
+                        "journals": _journal_view(write, key, applied, last),
+                        "write": write.evidence(),
+                    }
     # Lost writes without an LSN still get each node's view where the journals tell something.
-    return {"acked_with_lsn": checked, "journal_nodes": len(journals)}
+    return {"acked_with_lsn": len(with_lsn), "journal_nodes": len(journals)}
 
 
 _ABSENT = object()
@@ -688,7 +751,9 @@ def check_durability(
     if any(findings.counts.values()):
         summary = _summary(findings)
         if stats.get("redelivered"):
-            summary += f" ({_count(stats['redelivered'], 'message')} also delivered again before a confirm: allowed)"
+            summary += (
+                f" ({_count(stats['redelivered'], 'message')} also delivered again before a confirm: allowed)"
+            )
         return Verdict(False, summary, counterexample=_counterexample(findings), stats=stats)
     if phase is None:
         return Verdict(

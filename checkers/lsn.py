@@ -39,18 +39,17 @@ de-duplication), so retries are exempt from the real-time rules; duplicate-lsn s
 
 from __future__ import annotations
 
-import bisect
-import operator
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import msgspec
+import numpy as np
 
 from checkers.history import NEMESIS, History, JournalEvent, Operation
 from checkers.verdict import UNKNOWN, Verdict
 
 READ_FS = frozenset({"read", "get"})
-_RET, _CALL = operator.attrgetter("ret"), operator.attrgetter("call")
 IGNORED_FS = frozenset({"status"})
 MAX_REPORTED = 20
 
@@ -149,29 +148,130 @@ def _check_journals(
     return first_apply
 
 
+class _Gathered:
+    """Operations gathered in one pass for the real-time rules, with the fields those read."""
+
+    __slots__ = ("ops", "calls", "rets", "lsns", "keys")
+
+    def __init__(self) -> None:
+        self.ops: list[Operation] = []
+        self.calls: list[int] = []
+        self.rets: list[int] = []
+        self.lsns: list[tuple[int, int]] = []
+        self.keys: list[Any] = []
+
+    def add(self, op: Operation, lsn: tuple[int, int]) -> None:
+        self.ops.append(op)
+        self.calls.append(op.call)
+        self.rets.append(op.ret)  # type: ignore[arg-type]  # ok operations have completed
+        self.lsns.append(lsn)
+        self.keys.append(op.key)
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+
+class _Columns:
+    """Operations as numpy columns: LSNs and times replaced by dense ranks (order and equality are all the
+    real-time rules need, and ranks are small enough to combine with a group number in one int64)."""
+
+    def __init__(self, ops: list[Operation], lsn: np.ndarray, call: np.ndarray, ret: np.ndarray) -> None:
+        self.ops = ops
+        self.lsn, self.call, self.ret = lsn, call, ret
+
+    def __add__(self, other: _Columns) -> _Columns:
+        return _Columns(
+            self.ops + other.ops,
+            np.concatenate([self.lsn, other.lsn]),
+            np.concatenate([self.call, other.call]),
+            np.concatenate([self.ret, other.ret]),
+        )
+
+
+def _columns(writes: _Gathered, reads: _Gathered) -> tuple[_Columns, _Columns]:
+    """Columns of the writes and of the reads, ranked together."""
+    nw, n = len(writes), len(writes) + len(reads)
+    times = np.array(writes.calls + reads.calls + writes.rets + reads.rets, dtype=np.int64)
+    _, times = np.unique(times, return_inverse=True)
+    lsns = _lsn_ranks(writes.lsns + reads.lsns)
+    return (
+        _Columns(writes.ops, lsns[:nw], times[:nw], times[n : n + nw]),
+        _Columns(reads.ops, lsns[nw:], times[nw:n], times[n + nw :]),
+    )
+
+
+def _lsn_ranks(lsns: list[tuple[int, int]]) -> np.ndarray:
+    """Dense ranks of LSNs in (term, seq) order."""
+    n = len(lsns)
+    try:
+        pairs = np.fromiter(itertools.chain.from_iterable(lsns), dtype=np.int64, count=2 * n)
+    except OverflowError:  # beyond int64: rank in Python
+        rank = {lsn: i for i, lsn in enumerate(sorted(set(lsns)))}
+        return np.array([rank[lsn] for lsn in lsns], dtype=np.int64)
+    terms, seqs = pairs[0::2], pairs[1::2]
+    order = np.lexsort((seqs, terms))
+    terms, seqs = terms[order], seqs[order]
+    new = np.ones(n, dtype=np.int64)
+    new[1:] = (terms[1:] != terms[:-1]) | (seqs[1:] != seqs[:-1])
+    ranks = np.empty(n, dtype=np.int64)
+    ranks[order] = np.cumsum(new) - 1
+    return ranks
+
+
 def _sweep(
-    predecessors: list[Operation],
-    checked: list[Operation],
+    pred: _Columns,
+    pred_group: np.ndarray,
+    checked: _Columns,
+    checked_group: np.ndarray,
     *,
     strict: bool,
     skip: set[int],
-) -> Iterable[tuple[Operation, Operation]]:
-    """Pairs (a, b) with a in ``predecessors`` completed before b in ``checked`` was invoked, and
-    a.lsn > b.lsn (or >= when ``strict``), where a is the predecessor with the largest LSN. O(n log n)."""
-    by_ret = sorted(predecessors, key=_RET)
-    rets = [op.ret for op in by_ret]
-    best: Operation | None = None
-    i = 0
-    for b in sorted(checked, key=_CALL):
-        end = bisect.bisect_left(rets, b.call, lo=i)
-        for a in by_ret[i:end]:
-            if best is None or a.lsn > best.lsn:
-                best = a
-        i = end
-        if best is None or best is b or b.id in skip:
-            continue
-        if best.lsn > b.lsn or (strict and best.lsn == b.lsn):
-            yield best, b
+) -> Iterator[tuple[Operation, Operation]]:
+    """Pairs (a, b), a a predecessor and b a checked operation of the same group, where a completed
+    before b was invoked and a.lsn > b.lsn (or >= when ``strict``), a being the predecessor with the
+    largest LSN (the first to complete, among equals); in group order, then b's invoke order. O(n log n).
+
+    Predecessors sorted by (group, completion) get a running maximum of ``group * span + LSN rank``, which
+    restarts with each group because every group's values exceed the last group's; each checked
+    operation's prefix (its group's predecessors completed before its invoke) is a binary search, and
+    the comparison with its own LSN is one vector operation. Python code runs only for violations.
+    """
+    if not len(pred.ops) or not len(checked.ops):
+        return
+    times = int(max(pred.ret.max(), checked.call.max())) + 2
+    span = int(max(pred.lsn.max(), checked.lsn.max())) + 1
+    key = pred_group * times + pred.ret
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    running = np.maximum.accumulate(pred_group[order] * span + pred.lsn[order])
+    end = np.searchsorted(key, checked_group * times + checked.call, side="left")
+    start = np.searchsorted(key, checked_group * times, side="left")
+    top = running[np.maximum(end - 1, 0)] - checked_group * span
+    bad = (end > start) & (top >= checked.lsn if strict else top > checked.lsn)
+    rows = np.flatnonzero(bad)
+    rows = rows[np.lexsort((rows, checked.call[rows], checked_group[rows]))]
+    firsts = order[np.searchsorted(running, running[end[rows] - 1], side="left")]
+    for row, first in zip(rows.tolist(), firsts.tolist(), strict=True):
+        a, b = pred.ops[first], checked.ops[row]
+        if b.id not in skip and a is not b:
+            yield a, b
+
+
+def _groups(keys: list[Any], numbers: dict[Any, int]) -> np.ndarray:
+    """Each key as a group number, new keys numbered in order of appearance (a list or object key by its
+    ``repr``)."""
+    try:
+        new = dict.fromkeys(keys)
+    except TypeError:  # an unhashable key
+        keys = [_hashable_key(key) for key in keys]
+        new = dict.fromkeys(keys)
+    for key in new:
+        numbers.setdefault(key, len(numbers))
+    return np.fromiter(map(numbers.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+
+def _hashable_key(key: Any) -> Any:
+    return repr(key) if key.__class__ is list or key.__class__ is dict else key
 
 
 def _pair(kind_text: str, a: Operation, b: Operation) -> dict[str, Any]:
@@ -195,25 +295,46 @@ def _check_history(
     findings: _Findings,
     scope: Literal["log", "key"],
 ) -> dict[str, int]:
-    """duplicate-lsn, reply-vs-log and the real-time rules over the history's ``ok`` operations."""
-    writes: list[Operation] = []
-    reads: list[Operation] = []
-    for op in history.ops:
-        if op.type != "ok" or op.lsn is None or op.f in IGNORED_FS or op.process == NEMESIS:
-            continue
-        (reads if op.f in READ_FS else writes).append(op)
+    """duplicate-lsn, reply-vs-log and the real-time rules over the history's ``ok`` operations.
 
-    reacks = _retries(history)
+    One pass over the history does every per-operation step (a big history's operations are spread over
+    memory, so each pass costs about as much as its work): it finds the retries, checks duplicate-lsn
+    and reply-vs-log, and gathers the reads' and writes' columns for the real-time rules."""
+    writes, reads = _Gathered(), _Gathered()
+    reacks: set[int] = set()
+    entries: set[Any] = set()  # (f, key, value) of every non-failed write so far: what a retry repeats
     first_write: dict[tuple[int, int], Operation] = {}
-    for op in writes:  # invoke order
-        seen = first_write.setdefault(op.lsn, op)
+    claim, applied_at = first_write.setdefault, first_apply.get
+    for op in history.ops:
+        f, kind, lsn = op.f, op.type, op.lsn
+        if f in READ_FS:
+            if kind == "ok" and lsn is not None and op.process != NEMESIS:
+                reads.add(op, lsn)
+            continue
+        if f in IGNORED_FS:
+            continue
+        value = op.value
+        if value is not None and kind != "fail":
+            key = op.key
+            if key.__class__ is list or key.__class__ is dict:
+                key = _CANONICAL(key)
+            if value.__class__ is list or value.__class__ is dict:
+                value = _CANONICAL(value)
+            before = len(entries)
+            entries.add((f, key, value))
+            if len(entries) == before:
+                reacks.add(op.id)
+        if kind != "ok" or lsn is None or op.process == NEMESIS:
+            continue
+        writes.add(op, lsn)
+        seen = claim(lsn, op)
         if seen is not op and not _same_op_entry(seen, op):
             findings.add(
                 "duplicate-lsn",
                 {
-                    "lsn": list(op.lsn),
+                    "lsn": list(lsn),
                     "summary": (
-                        f"LSN {list(op.lsn)} returned for two different writes: {seen.f} {seen.key!r} "
+                        f"LSN {list(lsn)} returned for two different writes: {seen.f} {seen.key!r} "
                         f"{seen.value!r} (history line {seen.invoke_index + 1}) and {op.f} {op.key!r} "
                         f"{op.value!r} (line {op.invoke_index + 1})"
                     ),
@@ -221,16 +342,15 @@ def _check_history(
                     "second": op.evidence(),
                 },
             )
-    for op in writes:
-        applied = first_apply.get(op.lsn)
+        applied = applied_at(lsn)
         if applied is not None and applied.data.get("key") != op.key:
             findings.add(
                 "reply-vs-log",
                 {
-                    "lsn": list(op.lsn),
+                    "lsn": list(lsn),
                     "summary": (
                         f"{op.f} of key {op.key!r} (history line {op.invoke_index + 1}) was acknowledged "
-                        f"with LSN {list(op.lsn)}, which {applied.node} applied for key "
+                        f"with LSN {list(lsn)}, which {applied.node} applied for key "
                         f"{applied.data.get('key')!r} (journal line {applied.line})"
                     ),
                     "operation": op.evidence(),
@@ -238,54 +358,33 @@ def _check_history(
                 },
             )
 
+    # The real-time rules, on ranks of LSNs and times shared by writes and reads.
+    w, r = _columns(writes, reads)
+    nw = len(w.ops)
     # realtime-writes: over the whole log, or per key.
-    groups = [writes] if scope == "log" else list(_by_key(writes).values())
-    for group in groups:
-        for a, b in _sweep(group, group, strict=False, skip=reacks):
-            findings.add("realtime-writes", _pair("a later write has a smaller LSN", a, b))
-
-    writes_by_key = _by_key(writes)
-    for key, key_reads in _by_key(reads).items():
-        key_writes = writes_by_key.get(key, [])
-        for a, b in _sweep(key_reads + key_writes, key_reads, strict=False, skip=set()):
-            findings.add("stale-read-lsn", _pair("a later read observed a smaller LSN", a, b))
-        for a, b in _sweep(key_reads, key_writes, strict=True, skip=reacks):
-            findings.add(
-                "write-after-read-lsn", _pair("a write after a read got an LSN not above the read's", a, b)
-            )
+    groups = np.zeros(nw, dtype=np.int64) if scope == "log" else _groups(writes.keys, {})
+    for a, b in _sweep(w, groups, w, groups, strict=False, skip=reacks):
+        findings.add("realtime-writes", _pair("a later write has a smaller LSN", a, b))
+    # Reads on their own key, keys in the order reads first name them.
+    numbers: dict[Any, int] = {}
+    read_groups, write_groups = _groups(reads.keys, numbers), _groups(writes.keys, numbers)
+    for a, b in _sweep(
+        r + w,
+        np.concatenate([read_groups, write_groups]),
+        r,
+        read_groups,
+        strict=False,
+        skip=set(),
+    ):
+        findings.add("stale-read-lsn", _pair("a later read observed a smaller LSN", a, b))
+    for a, b in _sweep(r, read_groups, w, write_groups, strict=True, skip=reacks):
+        findings.add(
+            "write-after-read-lsn", _pair("a write after a read got an LSN not above the read's", a, b)
+        )
     return {"writes_with_lsn": len(writes), "reads_with_lsn": len(reads), "retries": len(reacks)}
 
 
-def _retries(history: History) -> set[int]:
-    """Ids of the writes that retry an earlier-invoked, non-failed write of the same entry."""
-    seen: set[Any] = set()
-    retries: set[int] = set()
-    for op in history.ops:
-        if op.value is None or op.type == "fail" or op.f in READ_FS or op.f in IGNORED_FS:
-            continue
-        entry = (op.f, _frozen(op.key), _frozen(op.value))
-        if entry in seen:
-            retries.add(op.id)
-        else:
-            seen.add(entry)
-    return retries
-
-
 _CANONICAL = msgspec.json.Encoder(order="sorted").encode  # one JSON text per value: hashable, comparable
-
-
-def _frozen(value: Any) -> Any:
-    return _CANONICAL(value) if value.__class__ is list or value.__class__ is dict else value
-
-
-def _by_key(ops: list[Operation]) -> dict[Any, list[Operation]]:
-    groups: dict[Any, list[Operation]] = {}
-    for op in ops:
-        key = op.key
-        if key.__class__ is list or key.__class__ is dict:
-            key = repr(key)
-        groups.setdefault(key, []).append(op)
-    return groups
 
 
 def check_lsn_monotonicity(
