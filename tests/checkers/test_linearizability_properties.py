@@ -335,11 +335,13 @@ def test_histories_of_a_correct_object_are_linearizable(
     verdict = check_linearizability(ops, _real(model))
     assert verdict.valid is not False, verdict.summary  # never a false alarm
     if verdict.valid == "unknown":
-        # The one way a correct history may stay undecided: a FIFO queue of a few repeated values with many
-        # never-completed enqueues has more reachable queue contents than the default state budget (2 of
-        # 110,000 generated histories of 18-30 operations: seven pending enqueues of values 0-2 in 28
-        # operations). The checker must then say it gave up, and why.
-        assert model == "fifo-queue" and "budget" in verdict.summary, verdict.summary
+        # The one way a correct history may stay undecided: a queue with many puts that may take effect in
+        # any order has more reachable queue contents than the default state budget. A FIFO queue of a few
+        # repeated values with many never-completed enqueues (2 of 110,000 generated histories of 18-30
+        # operations: seven pending enqueues of values 0-2 in 28 operations); the harness's queue with
+        # twenty puts invoked and completed at one same instant (2**20 sets of messages; found by a later
+        # run, 30 operations on 4 processes). The checker must then say it gave up, and why.
+        assert model in ("fifo-queue", "queue") and "budget" in verdict.summary, verdict.summary
 
 
 @SETTINGS
