@@ -225,10 +225,6 @@ def _lsn(value: Any, source: str, line: int) -> tuple[int, int] | None:
     raise HistoryError(source, line, f"lsn must be [term, seq] of two integers, not {value!r}")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 _DECODER = msgspec.json.Decoder()
 
 

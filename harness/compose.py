@@ -11,7 +11,6 @@ sentence naming what is wrong and the valid choices (exit 254), and nothing has 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,8 +168,3 @@ def _checkers(spec: TestSpec, workload: Workload) -> tuple[str, ...]:
         raise ConfigError(f"checker {unknown[0]!r} does not judge the {spec.workload} workload; "
                           f"its checkers: {', '.join(workload.checkers)}")
     return tuple(name for name in workload.checkers if name in spec.checkers)
-
-
-def options_summary(options: Mapping[str, Any]) -> str:
-    """``mode=raft bug=vote-twice`` for logs."""
-    return " ".join(f"{k}={v}" for k, v in options.items() if v not in (None, [], {}))

@@ -248,9 +248,6 @@ class ClusterView:
         )
         return agreeing > len(self.nodes) // 2
 
-    def responsive(self) -> list[str]:
-        return sorted(self.fresh())
-
 
 @dataclass(frozen=True)
 class InterpreterConfig:

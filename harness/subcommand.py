@@ -13,10 +13,9 @@ Exit codes (ARCHITECTURE.md, Jepsen's convention): 0 valid, 1 invalid, 2 unknown
 from __future__ import annotations
 
 import argparse
-import json
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from rich.console import Console
 from rich.text import Text
@@ -92,19 +91,6 @@ def _number(text: str, kind: type[_N], what: str, acceptable: Callable[[_N], boo
     if not acceptable(value):
         raise argparse.ArgumentTypeError(f"{text!r} {complaint}")
     return value
-
-
-def core_setting(text: str) -> tuple[str, Any]:  # the simulator's --core (until it takes DB options)
-    """``--core NAME=VALUE``: a ``NodeConfig`` setting for every node; VALUE is JSON where it parses
-    (``false``, ``0``, ``[1, 2]``), else the text itself."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE (e.g. scouting=false)")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return key.strip(), value
 
 
 def memory_size(text: str) -> str:

@@ -28,7 +28,6 @@ import io
 from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from checkers.verdict import UNKNOWN, Valid
 from harness.analysis.storage import LocalStorage, Storage, literal
@@ -157,13 +156,6 @@ def escape_partition_value(value: str) -> str:
 def partition_dir(store: PurePath, table: str, test: str, run: str) -> PurePath:
     """``store/dataset/<table>/test=<test>/run=<run>``, escaped as Spark escapes partition values."""
     return table_dir(store, table) / f"test={escape_partition_value(test)}" / f"run={escape_partition_value(run)}"
-
-
-def _partition_value(name: str, column: str) -> str | None:
-    prefix = f"{column}="
-    if not name.startswith(prefix):
-        return None
-    return unquote(name[len(prefix) :])  # Spark escapes some characters as %XX
 
 
 def arrow_schema(table: str) -> Any:

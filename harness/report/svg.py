@@ -142,12 +142,6 @@ class Svg:
         """Draw ``other``'s elements at ``position`` (from :meth:`mark`): under everything added since."""
         self._parts[position:position] = other._parts
 
-    def group(self, cls: str) -> None:
-        self._parts.append(f'<g class="{escape(cls)}">')
-
-    def end_group(self) -> None:
-        self._parts.append("</g>")
-
     def axis(self, scale: Scale, y_top: float, y_bottom: float, *, labels: bool = True, target: int = 12) -> None:
         """Vertical grid lines at the scale's ticks from ``y_top`` to ``y_bottom``, labelled above."""
         for x, label in scale.ticks(target):

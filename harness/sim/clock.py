@@ -34,10 +34,6 @@ def to_ns(seconds: float) -> int:
     return int(round(seconds * NS))
 
 
-def to_seconds(ns: int) -> float:
-    return ns / NS
-
-
 class NodeClock:
     """One node's monotonic and wall clocks as functions of the world's true time (ns)."""
 
