@@ -44,8 +44,9 @@ READS_JOURNALS = ("single-leader-per-term", "lsn-monotonicity", "durability")
 # Checkers that can still judge the journals alone when the history is unreadable.
 JOURNAL_ONLY = ("single-leader-per-term", "lsn-monotonicity")
 WORKLOAD_MODELS = {"register": "cas-register", "cas-register": "cas-register", "kv": "kv", "queue": "queue"}
-# What the controller writes into results.json about the run itself; re-analysis keeps it.
-CONTROLLER_FIELDS = ("error", "teardown_errors", "stats")
+# What the controller writes into results.json about the run itself (a simulated run: `sim`, its
+# fingerprint for replay); re-analysis keeps it.
+CONTROLLER_FIELDS = ("error", "teardown_errors", "stats", "sim")
 # Output columns of the per-key linearizability stage.
 LIN_COLUMNS: dict[str, str] = {
     "test": "string",

@@ -5,7 +5,8 @@
 * handing the cores fresh JSON copies of everything (as a wire and a disk would) changes nothing, so no
   core shares state through the objects the simulator passes around;
 * ``PYTHONHASHSEED`` does not matter (two interpreters with different hash seeds);
-* ``harness simulate --replay`` and ``--check-determinism`` confirm it from the command line.
+* ``harness simulate --replay`` and ``--check-determinism`` confirm it from the command line;
+* ``harness run --platform sim --seed N`` and ``harness simulate --seed N`` store the same run.
 """
 
 from __future__ import annotations
@@ -104,3 +105,28 @@ def test_replay_and_check_determinism_from_the_command_line(tmp_path: Path, caps
     assert "--time-limit 10 --concurrency 10 --seed 3 --nemesis-interval 3 --platform sim" in out
     assert main(["simulate", "--replay", f"{store}/latest", "--store", store]) == 0
     assert "byte-identical" in capsys.readouterr().out
+
+
+@pytest.mark.spark  # harness run judges through the Spark pipeline, harness simulate directly
+def test_harness_run_on_the_sim_platform_stores_what_harness_simulate_stores(tmp_path: Path, capsys) -> None:
+    options = ["--seed", "7", "--time-limit", "6", "--nemesis-interval", "2", "--workload", "queue"]
+    assert main(["simulate", *options, "--store", str(tmp_path / "simulate")]) == 0
+    assert main(["run", "--db", "cluster", "--platform", "sim", *options, "--store", str(tmp_path / "run"),
+                 "--no-live"]) == 0
+    capsys.readouterr()
+    (simulated,) = (tmp_path / "simulate").glob("*/2*")
+    (ran,) = (tmp_path / "run").glob("*/2*")
+    assert simulated.parent.name == ran.parent.name  # the same test name
+    files = ["history.jsonl", *(f"nodes/n{i}/journal.jsonl" for i in range(1, 6))]
+    for name in files:
+        assert (simulated / name).read_bytes() == (ran / name).read_bytes(), name
+    assert len((ran / "history.jsonl").read_bytes().splitlines()) > 50
+    test = [json.loads((run / "test.json").read_text()) for run in (simulated, ran)]
+    commands = [t["command"].replace(str(tmp_path / where), "STORE") for t, where in zip(test, ("simulate", "run"), strict=True)]
+    assert commands[0] == commands[1] and " --seed 7 " in commands[0] and test[0]["seed"] == test[1]["seed"] == 7
+    results = [json.loads((run / "results.json").read_text()) for run in (simulated, ran)]
+    assert results[0]["sim"] == results[1]["sim"]  # the fingerprint replay compares, kept by the pipeline
+    same = {"valid", "seed", "test", "ops", "duration_s", "stats"}  # FORMATS.md fields, and the stats
+    assert {k: results[0][k] for k in same} == {k: results[1][k] for k in same}
+    verdicts = [{name: (c["valid"], c["summary"]) for name, c in r["checkers"].items()} for r in results]
+    assert verdicts[0] == verdicts[1] and len(verdicts[0]) == 4
