@@ -52,7 +52,8 @@ ROUND_STRIDE = 1_000_000
 """Round ``r`` of the matrix explores seeds ``r * ROUND_STRIDE + 1, + 2, ...``: rounds never share seeds."""
 
 BUG_SETUPS: dict[str, dict[str, Any]] = {
-    "lease-read-wallclock": {"nemesis": ("partition", "clock"), "core": {"leader_quorum_timeout": 0}},
+    "lease-read-wallclock": {"nemesis": ("partition", "clock"), "client_binding": "node",
+                             "core": {"leader_quorum_timeout": 0}},
     "lease-own-clock": {"nemesis": ("partition", "clock"), "nemesis_interval": 3.0, "op_timeout": 1.0,
                         "core": {"leader_quorum_timeout": 0}},
 }
@@ -61,7 +62,10 @@ BUG_SETUPS: dict[str, dict[str, Any]] = {
 a leader that is cut off, and a leader that keeps leading while cut off: with the default
 ``leader_quorum_timeout`` (4 election timeouts) the deposed leader steps down about 0.4 s after its
 successor can first commit, while every client still pointed at it waits on a write, so no read can see
-the stale lease (the bug's own unit test disables the step-down the same way).
+the stale lease (the bug's own unit test disables the step-down the same way). Its clients are bound to
+nodes (``client_binding="node"``, Jepsen's binding): since the simulator shares the real client's policy,
+leader-following clients leave a cut-off leader, and with them the bug was found in none of 3 x 150 seeds
+in blazingmq and raft (2026-11-25); bound, in 57/32/10 and 57/17/10.
 
 ``lease-own-clock`` (the lease mode's version of the same mistake) needs that too, and more: the wall clock
 must step back *within one ttl of the leader's last successful renewal* (a step before the cut is absorbed

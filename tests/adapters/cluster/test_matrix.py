@@ -70,6 +70,7 @@ def test_a_bug_runs_under_its_setup_and_a_mode_setup_replaces_the_bug_setup() ->
     assert spec_for_bug(spec, "vote-twice", "raft").nemesis == spec.nemesis  # only aeron has a setup
     wallclock = spec_for_bug(spec, "lease-read-wallclock", "fluvio")
     assert wallclock.nemesis == ("partition", "clock") and wallclock.db_options["core"]["leader_quorum_timeout"] == 0
+    assert wallclock.client_binding == "node" and spec.client_binding == "leader"  # clients stay at a cut-off leader
     assert spec_for_bug(spec, "no-dedup", "lease").workload == "queue"
 
 
