@@ -55,7 +55,7 @@ BUG_SETUPS: dict[str, dict[str, Any]] = {
     "lease-read-wallclock": {"nemesis": ("partition", "clock"), "client_binding": "node",
                              "core": {"leader_quorum_timeout": 0}},
     "lease-own-clock": {"nemesis": ("partition", "clock"), "nemesis_interval": 3.0, "op_timeout": 1.0,
-                        "core": {"leader_quorum_timeout": 0}},
+                        "client_binding": "node", "core": {"leader_quorum_timeout": 0}},
 }
 """How a bug that needs particular conditions is explored; every other bug runs the simulator's defaults
 (all nemeses, default node configuration). ``lease-read-wallclock`` needs a wall clock that steps back on
@@ -76,7 +76,9 @@ when it is cut off all of them hang on writes to it; only when those time out (`
 processes replaced, spread over the nodes, so that some write through the successor and others read at the
 old leader. With the default 5 s op timeout that takes longer than the partition or the clock fault lasts;
 with 1 s, and both packages every 3 s on average (a clock fault often lands within the one-second lease
-after a cut), the stale read is seen in tens of seeds (docs/simulation.md)."""
+after a cut), the stale read is seen in tens of seeds (docs/simulation.md). Since the shared client policy
+its clients are bound to nodes as well: leader-following, it was found in none of 3 x 150 seeds
+(2026-11-25); bound, in 30/24/51."""
 
 
 MODE_SETUPS: dict[tuple[str, str], dict[str, Any]] = {

@@ -71,6 +71,8 @@ def test_a_bug_runs_under_its_setup_and_a_mode_setup_replaces_the_bug_setup() ->
     wallclock = spec_for_bug(spec, "lease-read-wallclock", "fluvio")
     assert wallclock.nemesis == ("partition", "clock") and wallclock.db_options["core"]["leader_quorum_timeout"] == 0
     assert wallclock.client_binding == "node" and spec.client_binding == "leader"  # clients stay at a cut-off leader
+    own_clock = spec_for_bug(spec, "lease-own-clock", "lease")
+    assert own_clock.client_binding == "node" and own_clock.op_timeout == 1.0 and own_clock.nemesis_interval == 3.0
     assert spec_for_bug(spec, "no-dedup", "lease").workload == "queue"
 
 
