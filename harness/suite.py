@@ -758,6 +758,27 @@ class SuiteResult:
         )
         return counts
 
+    def entries(self) -> list[dict[str, Any]]:
+        """One row per matrix entry and DB label, in run order: a nightly's (bug, mode) pairs and controls.
+
+        Each row has the entry's ``entry`` name, ``label`` (``raft bug-vote-twice``), ``workload``,
+        ``nemesis`` and ``expect``; ``runs``; ``met``, the runs that met the expectation (a known bug
+        caught, a control valid); and ``valid``, ``invalid``, ``unknown`` (a crashed run is unknown).
+        """
+        rows: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+        for outcome in self.outcomes:
+            case = outcome.case
+            nemesis = ",".join(case.nemesis) or "none"
+            row = rows.setdefault(
+                (case.group, case.label, case.workload, nemesis, case.expect),
+                {"entry": case.group, "label": case.label, "workload": case.workload, "nemesis": nemesis,
+                 "expect": case.expect, "runs": 0, "met": 0, "valid": 0, "invalid": 0, "unknown": 0},
+            )
+            row["runs"] += 1
+            row["met"] += outcome.status == "passed"
+            row["valid" if outcome.valid is True else "invalid" if outcome.valid is False else "unknown"] += 1
+        return list(rows.values())
+
 
 def suite_directory(store: Path, name: str, started: datetime) -> Path:
     """``store/suites/<name>/<YYYYMMDDTHHMMSS>/``, made anew (``-2``, ``-3``... when that second is taken)."""
@@ -1009,12 +1030,14 @@ def write_junit(
 
 
 def suite_summary(suite: Suite, result: SuiteResult, started: datetime) -> dict[str, Any]:
-    """``summary.json``: the counts and one line per run, for the suite's summary page and the index."""
+    """``summary.json``: the counts, one line per entry and label, and one line per run, for the suite's
+    summary page and the index."""
     return {
         "name": suite.name,
         "started": started.astimezone(UTC).strftime(TIMESTAMP_FORMAT),
         "exit_code": result.exit_code,
         "counts": result.counts(),
+        "entries": result.entries(),
         "runs": [
             {
                 "name": o.case.name,

@@ -294,7 +294,8 @@ def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int
 
 def print_suite(result: Any, console: Console) -> None:
     """One line per case of a finished suite (a :class:`harness.suite.SuiteResult`): its expectation,
-    verdict, status and the first thing that went wrong (a crashed run's cause comes first)."""
+    verdict, status and the first thing that went wrong (a crashed run's cause comes first); then one
+    line per entry and label: how many of its runs met the expectation."""
     table = Table(show_edge=False, pad_edge=False)
     for column in ("run", "expect", "verdict", "status", "what failed"):
         table.add_column(column)
@@ -309,6 +310,14 @@ def print_suite(result: Any, console: Console) -> None:
             Text("" if first is None else f"{first[0]}: {first[1]}"),
         )
     console.print(table)
+    entries = Table(title="by entry: known bugs caught, controls valid", show_edge=False, pad_edge=False)
+    for column in ("entry", "runs of", "workload", "nemesis", "expect", "as expected", "invalid", "unknown"):
+        entries.add_column(column, justify="right" if column in ("as expected", "invalid", "unknown") else "left")
+    for row in result.entries():
+        style = "green" if row["met"] == row["runs"] else "bold red"
+        entries.add_row(row["entry"] or "-", row["label"], row["workload"], row["nemesis"], row["expect"],
+                        Text(f"{row['met']}/{row['runs']}", style=style), str(row["invalid"]), str(row["unknown"]))
+    console.print(entries)
 
 
 def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:

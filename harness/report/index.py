@@ -260,6 +260,7 @@ class SuitePage:
     runs: list[dict[str, Any]]
     has_junit: bool
     generated: str
+    entries: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 def write_suite_page(suite_dir: str | os.PathLike[str]) -> Path:
@@ -292,6 +293,7 @@ def write_suite_page(suite_dir: str | os.PathLike[str]) -> Path:
         counts=dict(summary.get("counts") or {}) if isinstance(summary.get("counts"), Mapping) else {},
         exit_code=code,
         runs=rows,
+        entries=[e for e in summary.get("entries") or [] if isinstance(e, Mapping)],
         has_junit=(directory / JUNIT).is_file(),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )

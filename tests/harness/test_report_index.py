@@ -34,7 +34,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (suite / "summary.json").write_text(json.dumps({
         "name": "nightly", "exit_code": 1,
         "counts": {"runs": 1, "passed": 0, "failed": 1, "error": 0, "invalid": 1, "unknown": 0,
-                   "bugs_caught": 0, "bugs_missed": 0}}))
+                   "bugs_caught": 0, "bugs_missed": 0},
+        "entries": [{"entry": "nightly.<raft>", "label": "raft", "workload": "register", "nemesis": "partition",
+                     "expect": "valid", "runs": 1, "met": 0, "valid": 0, "invalid": 1, "unknown": 0}]}))
     (suite / "junit.xml").write_text("<testsuites/>")
     (root / "summary.json").write_text(json.dumps({"generated_at": "2025-11-14", "groups": [
         {"workload": "register", "nemesis": "partition", "mode": "raft", "bugs": "none", "runs": 2, "invalid": 1,
@@ -73,6 +75,8 @@ def test_suite_page_links_each_run_report(store: Path) -> None:
     html = (store / "suites" / "nightly" / "20251113T020000" / "suite.html").read_text(encoding="utf-8")
     assert 'href="../../../cluster-raft-bug%3Cb%3E/20251113T021304/report.html"' in html
     assert "1 lost &lt;i&gt;" in html and ">failed</div>" in html
+    entries = html[html.index('id="entries"'):html.index("<h2>Runs</h2>")]
+    assert "<td>nightly.&lt;raft&gt;</td>" in entries and '<td class="bad">0/1</td>' in entries
 
 
 def test_report_command_rebuilds_pages_and_index(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

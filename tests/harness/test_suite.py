@@ -304,6 +304,32 @@ def test_exit_code_follows_verdicts_and_expectations(statuses: list[tuple[str, o
     assert SuiteResult(Path("/s"), outcomes).exit_code == code
 
 
+def test_entries_count_per_entry_and_label_how_many_runs_met_the_expectation() -> None:
+    bug = [case(i, "invalid", ("stale-read",)) for i in range(3)]
+    control = [case(i) for i in range(3, 6)]
+    outcomes = [outcome(bug[0], False), outcome(bug[1], True), outcome(bug[2], UNKNOWN),
+                outcome(control[0], True), outcome(control[1], True), outcome(control[2], UNKNOWN, error="gone")]
+    result = SuiteResult(Path("/s"), outcomes)
+    rows = result.entries()
+    assert [(r["label"], r["expect"], r["runs"], r["met"], r["valid"], r["invalid"], r["unknown"]) for r in rows] == [
+        ("raft bug-stale-read", "invalid", 3, 1, 1, 1, 1),  # caught once, missed once, undecided once
+        ("raft", "valid", 3, 2, 2, 0, 1),  # a crashed control is not a valid one
+    ]
+    assert rows[0]["entry"] == "t" and rows[0]["nemesis"] == "partition" and rows[0]["workload"] == "register"
+    from io import StringIO
+
+    from rich.console import Console
+
+    from harness.analysis.cli import print_suite
+
+    out = StringIO()
+    print_suite(result, Console(file=out, width=400))
+    lines = out.getvalue().splitlines()
+    cells = [[cell.strip() for cell in line.split("│")] for line in lines]
+    assert ["t", "raft bug-stale-read", "register", "partition", "invalid", "1/3", "1", "1"] in cells
+    assert ["t", "raft", "register", "partition", "valid", "2/3", "0", "1"] in cells
+
+
 def test_a_run_that_crashed_or_left_nothing_is_unknown() -> None:
     cases = [case(0), case(1)]
     runs = [CaseRun(None, "harness run --seed 0", error="RuntimeError: engine gone"),
@@ -439,6 +465,8 @@ def test_run_suite_continues_after_a_crash_and_records_everything(tmp_path: Path
     runs = find_runs([result.directory]).runs
     assert [(r.suite, r.night) for r in runs] == [("fake", "2026-11-22")] * 2
     assert (result.directory / SUITE_JSON).is_file()
+    summary = json.loads((result.directory / "summary.json").read_text(encoding="utf-8"))
+    assert [(e["label"], e["runs"], e["met"]) for e in summary["entries"]] == [("raft", 2, 1), ("raft bug-stale-read", 1, 1)]
 
 
 def test_a_suite_stops_with_a_run_that_a_signal_interrupted(tmp_path: Path) -> None:
