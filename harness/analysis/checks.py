@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.history import NEMESIS, History, JournalEvent, Operation
+from checkers.history import History, JournalEvent, Operation
 from checkers.leader import STATUS
 from checkers.registry import CHECKERS, MODEL_NAMES, CheckInput, applicable, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, worst
@@ -260,34 +260,6 @@ def run_level_checks(
 
 
 # --- linearizability per key, in Spark tasks --------------------------------------------------------
-
-
-def operation_from_row(row: Mapping[str, Any]) -> Operation:
-    """An ``operations`` row back into the :class:`Operation` the checkers take."""
-    process: int | str = row["process"]
-    if process != NEMESIS:
-        process = int(process)
-    lsn = (row["lsn_term"], row["lsn_seq"]) if row.get("lsn_term") is not None else None
-
-    def load(text: str | None) -> Any:
-        return None if text is None else json.loads(text)
-
-    return Operation(
-        id=row["id"],
-        process=process,
-        f=row["f"],
-        key=load(row["key_json"]),
-        value=load(row["value_json"]),
-        output=load(row["output_json"]),
-        type=row["type"],
-        call=row["call_ns"],
-        ret=row["ret_ns"],
-        invoke_index=row["invoke_index"],
-        complete_index=row["complete_index"],
-        node=row["node"],
-        lsn=lsn,
-        error=row["error"],
-    )
 
 
 def check_key(

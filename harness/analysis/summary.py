@@ -13,11 +13,10 @@ A night is the date (UTC) its suite started, or the run's own date for a run out
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -226,8 +225,3 @@ def render_summary(summary: Summary | Iterable[GroupSummary], console: Console) 
             style=style,
         )
     console.print(table)
-
-
-def load_summary(store: Path) -> dict[str, Any]:
-    """``store/summary.json`` as written by :func:`write_summary` (for the index page)."""
-    return json.loads((Path(store) / SUMMARY_FILE).read_text(encoding="utf-8"))

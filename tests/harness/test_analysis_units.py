@@ -13,12 +13,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from checkers.history import NEMESIS, Operation
 from checkers.verdict import UNKNOWN, Verdict
 from harness.analysis.checks import (
     distrust,
     infer_model,
     merge_linearizability,
-    operation_from_row,
     results_document,
     run_params,
     verdict_row,
@@ -223,6 +223,22 @@ def test_a_big_runs_second_task_skips_linearizability_declared_not_applicable(tm
     first = read_run(run, "reg", run.name)
     assert "linearizable" not in first.checks.verdicts and first.checks.pending == []
     assert first.run["not_applicable"] == {"linearizable": "the system keeps no registers"}
+
+
+def operation_from_row(row: dict) -> Operation:
+    """An ``operations`` row of the dataset back into the :class:`Operation` the checkers take."""
+    process = row["process"] if row["process"] == NEMESIS else int(row["process"])
+    lsn = (row["lsn_term"], row["lsn_seq"]) if row.get("lsn_term") is not None else None
+
+    def load(text: str | None) -> object:
+        return None if text is None else json.loads(text)
+
+    return Operation(
+        id=row["id"], process=process, f=row["f"], key=load(row["key_json"]), value=load(row["value_json"]),
+        output=load(row["output_json"]), type=row["type"], call=row["call_ns"], ret=row["ret_ns"],
+        invoke_index=row["invoke_index"], complete_index=row["complete_index"], node=row["node"], lsn=lsn,
+        error=row["error"],
+    )
 
 
 def test_operation_rows_round_trip(tmp_path: Path) -> None:
