@@ -21,6 +21,7 @@ from workloads.queue import (
     DRAIN_MARGIN,
     DRAIN_PATIENCE,
     DRAIN_POLL,
+    DRAIN_RETRY_THINK,
     QueueWorkload,
     in_flight_wait,
 )
@@ -208,6 +209,8 @@ def test_queue_final_phase_drains_until_empty_and_confirms_each_message() -> Non
         Op("consume", "q1", None, node="n1"),
     ]
     assert len(asked) == 4 + DRAIN_GIVE_UP - 1
+    # a failure (not-leader while an election settles) is retried after a pause, not at once
+    assert asked[4:] == [Op("consume", "q1", None, node="n1", think=DRAIN_RETRY_THINK)] * (DRAIN_GIVE_UP - 1)
 
 
 def test_queue_drain_waits_for_in_flight_messages_to_come_back() -> None:
