@@ -27,6 +27,12 @@ CHECKERS: tuple[str, ...] = ("single-leader-per-term", "lsn-monotonicity", "dura
 VALUE_STRIDE = 1_000_000
 """Written values are ``process * VALUE_STRIDE + n`` (n = 1, 2, ... per process and key): unique per key,
 and a person reading a lost write sees which process wrote it (``3000017``: process 3's 17th)."""
+FINAL_RETRY_THINK = 0.5
+"""Seconds a workload's final operation waits after a failure before it is tried again. A failure right
+after the heal is usually an election under way: the leader the final phase waited for may step down a
+moment later (a leader whose quorum timed out while it was cut off), and the next one leads within a
+second or two. Without the wait, retries took a few milliseconds and ended before the election did
+(lease mode, queue, seed 261: every node's drain gave up, 135 acknowledged messages left undelivered)."""
 
 
 @dataclass(frozen=True)

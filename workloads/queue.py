@@ -16,7 +16,7 @@ empty (an ``ok`` consume of null), confirming each message. A consume that finds
 while messages are still pending ends ``fail`` with ``in-flight`` and says when the next one becomes
 visible again: the drain waits for it (at most ``DRAIN_POLL`` seconds at a time, ``DRAIN_PATIENCE`` in
 all per queue), so that every message a consumer of the run took and never confirmed is delivered again
-before the drain ends. After any other failure it waits ``DRAIN_RETRY_THINK`` seconds and consumes again,
+before the drain ends. After any other failure it waits ``FINAL_RETRY_THINK`` seconds and consumes again,
 and gives up after ``DRAIN_GIVE_UP`` such failures in a row. Checkers: all four; model ``queue``.
 """
 
@@ -30,6 +30,7 @@ from typing import Any
 
 from workloads.ops import (
     CHECKERS,
+    FINAL_RETRY_THINK,
     VALUE_STRIDE,
     FinalOps,
     Op,
@@ -41,12 +42,6 @@ from workloads.ops import (
 
 DRAIN_GIVE_UP = 5
 """Consecutive ``fail`` completions after which a drain stops (the interpreter handles ``info``)."""
-DRAIN_RETRY_THINK = 0.5
-"""Seconds a drain waits after such a failure before it consumes again. A ``not-leader`` right after the
-heal is an election under way: the leader the final phase waited for may step down a moment later (a
-leader whose quorum timed out while it was cut off), and the next one leads within a second or two.
-Without the wait, five failures took a few milliseconds and every node's drain ended before the election
-did (lease mode, queue, seed 261: 135 acknowledged messages left undelivered, the verdict unknown)."""
 DRAIN_LIMIT = 1_000_000
 """Consumes one drain makes at most; a queue that never empties is itself a finding."""
 DRAIN_POLL = 1.0
@@ -132,7 +127,7 @@ class QueueWorkload:
                 failures += 1
                 if failures >= DRAIN_GIVE_UP:
                     break
-                wait = DRAIN_RETRY_THINK
+                wait = FINAL_RETRY_THINK
 
 
 def in_flight_wait(kind: str | None, value: Any) -> float | None:

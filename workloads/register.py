@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from workloads.ops import (
     CHECKERS,
+    FINAL_RETRY_THINK,
     VALUE_STRIDE,
     FinalOps,
     Op,
@@ -38,8 +39,6 @@ from workloads.ops import (
 DEFAULT_MIX: Mapping[str, float] = {"read": 2.0, "write": 2.0, "cas": 1.0}
 FINAL_RETRIES = 10
 """Failed final reads one node may try again, in all (:meth:`RegisterWorkload.final_ops`)."""
-FINAL_RETRY_THINK = 0.5
-"""Seconds before a failed final read is tried again."""
 
 
 class RegisterWorkload:

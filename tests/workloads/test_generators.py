@@ -15,17 +15,16 @@ from hypothesis import strategies as st
 from checkers.models import MODELS
 from tests.hash_seeds import outputs_under_hash_seeds
 from workloads.generator import make_workload, plan, workload_names
-from workloads.ops import CHECKERS, VALUE_STRIDE, Op
+from workloads.ops import CHECKERS, FINAL_RETRY_THINK, VALUE_STRIDE, Op
 from workloads.queue import (
     DRAIN_GIVE_UP,
     DRAIN_MARGIN,
     DRAIN_PATIENCE,
     DRAIN_POLL,
-    DRAIN_RETRY_THINK,
     QueueWorkload,
     in_flight_wait,
 )
-from workloads.register import FINAL_RETRIES, FINAL_RETRY_THINK, RegisterWorkload
+from workloads.register import FINAL_RETRIES, RegisterWorkload
 
 seeds = st.integers(0, 2**64 - 1)
 
@@ -210,7 +209,7 @@ def test_queue_final_phase_drains_until_empty_and_confirms_each_message() -> Non
     ]
     assert len(asked) == 4 + DRAIN_GIVE_UP - 1
     # a failure (not-leader while an election settles) is retried after a pause, not at once
-    assert asked[4:] == [Op("consume", "q1", None, node="n1", think=DRAIN_RETRY_THINK)] * (DRAIN_GIVE_UP - 1)
+    assert asked[4:] == [Op("consume", "q1", None, node="n1", think=FINAL_RETRY_THINK)] * (DRAIN_GIVE_UP - 1)
 
 
 def test_queue_drain_waits_for_in_flight_messages_to_come_back() -> None:
