@@ -76,6 +76,6 @@ def reproduce(
         replays.append(result)
         if on_replay is not None:
             on_replay(attempt, result)
-        if result.interrupted:
+        if result.stop_requested:  # also a signal during its teardown, which that run finished
             break
     return Reproduction(run_dir.path, failing, replays)

@@ -64,6 +64,10 @@ class RunResult:
     stats: RunStats | None = None
     error: str | None = None
     interrupted: bool = False
+    stop_requested: bool = False
+    """Ctrl-C, SIGTERM or SIGHUP came during the run: it ended the run early (``interrupted``), or it came
+    while the teardown's shield was up and only waited for the run's record (``harness.signals``). Whoever
+    runs more runs after this one (an exploration, a suite, a reproduction) stops either way."""
     teardown_errors: list[str] = field(default_factory=list)
     invoked: dict[int, list[Op]] = field(default_factory=dict)
     """Worker slot -> the operations it invoked in the chaos phase (what a shrinker replays)."""
@@ -265,6 +269,7 @@ def run(
         stats=stats,
         error=error,
         interrupted=interrupted,
+        stop_requested=interrupted or bool(interrupts.received),
         teardown_errors=teardown_errors,
         invoked=dict(interpreter.invoked) if interpreter is not None else {},
         schedule=tuple(schedule),

@@ -144,7 +144,7 @@ class CaseRun:
     command: str
     error: str | None = None
     seconds: float = 0.0
-    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP stopped it: the suite stops too
+    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP came during it (if only in its teardown): the suite stops
 
 
 @dataclass
@@ -540,7 +540,7 @@ def run_case(case: Case, store: str) -> CaseRun:
         command=command,
         error=result.error or (result.results or {}).get("error"),
         seconds=time.monotonic() - started,
-        interrupted=getattr(result, "interrupted", False),
+        interrupted=getattr(result, "stop_requested", False),
     )
 
 

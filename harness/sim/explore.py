@@ -193,8 +193,9 @@ determinism, and the checkers to judge with (:func:`run_seed`'s arguments)."""
 def _stop_if_interrupted(*results: SimResult) -> None:
     """A seed's run turns Ctrl-C, SIGTERM or SIGHUP into an interrupted run (``harness.signals``), judged
     and stored like any other; in an exploration it must end the exploration instead, or every signal
-    would cost one seed and the next seed would start."""
-    if any(r.interrupted for r in results):
+    would cost one seed and the next seed would start. A signal that came only during a seed's teardown
+    (which it does not interrupt) ends the exploration too."""
+    if any(r.stop_requested for r in results):
         for r in results:
             discard(r)
         raise KeyboardInterrupt

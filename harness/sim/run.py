@@ -117,6 +117,8 @@ class SimResult:
     error: str | None = None
     interrupted: bool = False
     """Ctrl-C, SIGTERM or SIGHUP ended the run before its end: stored and judged, but not a verdict on the seed."""
+    stop_requested: bool = False
+    """One of them came during the run, perhaps only during its teardown (``RunResult.stop_requested``)."""
 
     @property
     def exit_code(self) -> int:
@@ -165,7 +167,7 @@ def simulate(
     return SimResult(spec, Path(result.run_dir), result.valid, results, float(sim.get("sim_seconds", 0.0)), wall,
                      {k: sim[k] for k in ("history_sha256", "journals_sha256") if k in sim}, invoked,
                      result.schedule, client_ops=results.get("ops", 0), error=result.error,
-                     interrupted=result.interrupted)
+                     interrupted=result.interrupted, stop_requested=result.stop_requested)
 
 
 def scratch_dir(store_dir: str | os.PathLike[str]) -> Path:

@@ -21,14 +21,16 @@ from harness.spec import TestSpec
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _fake_simulate(interrupt_at: int):
-    """``simulate`` standing in for the real one: seed ``interrupt_at`` is interrupted, the others valid."""
+def _fake_simulate(interrupt_at: int, in_teardown: bool = False):
+    """``simulate`` standing in for the real one: a signal comes during seed ``interrupt_at`` (and interrupts
+    it, or with ``in_teardown`` comes while its teardown is shielded and lets it finish), the others valid."""
 
     def simulate(spec: TestSpec, work: Path, checkers=None) -> SimpleNamespace:
         work.mkdir(parents=True, exist_ok=True)
-        return SimpleNamespace(spec=spec, run_dir=work, valid=True, interrupted=spec.seed == interrupt_at,
-                               failed_checkers=[], unknown_checkers=[], sim_seconds=1.0, replay_command=None,
-                               digest={}, results={})
+        signalled = spec.seed == interrupt_at
+        return SimpleNamespace(spec=spec, run_dir=work, valid=True, interrupted=signalled and not in_teardown,
+                               stop_requested=signalled, failed_checkers=[], unknown_checkers=[], sim_seconds=1.0,
+                               replay_command=None, digest={}, results={})
 
     return simulate
 
@@ -43,6 +45,15 @@ def test_an_interrupted_seed_stops_the_exploration_and_keeps_the_seeds_before(tm
     assert exploration.interrupted and not exploration.stopped_early
     assert exploration.recorded is not None and exploration.recorded.exists()  # the seeds done are recorded
     assert not (tmp_path / "store" / ".sim-scratch").exists()
+
+
+def test_a_signal_during_a_seeds_teardown_stops_the_exploration_too(tmp_path, monkeypatch) -> None:
+    # The shield lets that seed's teardown finish (harness.signals); the next seed must not start.
+    monkeypatch.setattr(explore_module, "simulate", _fake_simulate(interrupt_at=4, in_teardown=True))
+    spec = TestSpec(seed=1, db="cluster", platform="sim", store=str(tmp_path / "store"))
+    with pytest.raises(ExplorationInterrupted) as stopped:
+        explore(spec, range(1, 11), keep_going=True, executor=ProcessPool(1))
+    assert [o.seed for o in stopped.value.exploration.outcomes] == [1, 2, 3]
 
 
 def test_run_seed_raises_for_an_interrupted_run_and_removes_it(tmp_path, monkeypatch) -> None:
@@ -78,3 +89,26 @@ def test_harness_simulate_stops_at_a_signal_with_exit_2(tmp_path, signum, jobs) 
             process.communicate()
     assert process.returncode == 2, output
     assert "interrupted after" in output and "of 500 seeds" in output, output
+
+
+def test_a_signal_during_the_teardown_lets_the_run_finish_and_asks_its_caller_to_stop(tmp_path, monkeypatch) -> None:
+    """The signal that once let `harness simulate --jobs 1` run all its seeds: it came while a seed's
+    teardown was shielded, so that seed ended as completed and nothing told the exploration to stop."""
+    from harness import lifecycle
+    from harness import run as run_module
+
+    signalled = []
+    end_record = lifecycle.end_record
+
+    def end_record_after_a_sigterm(*args, **kwargs):  # called while the run's shield is up
+        os.kill(os.getpid(), signal.SIGTERM)
+        signalled.append(True)
+        return end_record(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "end_record", end_record_after_a_sigterm)
+    spec = TestSpec(seed=5, db="cluster", platform="sim", time_limit=8.0, nemesis_interval=2.0, store=str(tmp_path))
+    result = run_module.run(spec, report=False)
+    assert signalled
+    assert not result.interrupted and result.error is None and result.results is not None
+    assert result.results["valid"] is True  # judged as any finished run
+    assert result.stop_requested
