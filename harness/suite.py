@@ -147,6 +147,11 @@ class CaseRun:
     interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP came during it (if only in its teardown): the suite stops
 
 
+Verdict = tuple[Valid, dict[str, str], Sequence[str]]
+"""What the analysis says of one stored run: its validity, checker -> summary for every checker that is
+not valid, and the checkers among those that found an anomaly (the rest could not decide)."""
+
+
 @dataclass
 class CaseOutcome:
     """A case after the analysis: its verdict, whether it met its expectation, and the evidence."""
@@ -155,6 +160,9 @@ class CaseOutcome:
     run: CaseRun
     valid: Valid
     failed_checkers: dict[str, str] = field(default_factory=dict)
+    """Checker (or ``harness``, for a crash) -> summary, for everything that is not valid."""
+    invalid_checkers: tuple[str, ...] = ()
+    """The checkers among them that found an anomaly; the others could not decide (unknown)."""
 
     @property
     def status(self) -> str:
@@ -839,7 +847,7 @@ def suite_record(
 
 
 def judge(
-    cases: Sequence[Case], runs: Sequence[CaseRun], verdicts: Mapping[Path, tuple[Valid, dict[str, str]]]
+    cases: Sequence[Case], runs: Sequence[CaseRun], verdicts: Mapping[Path, Verdict]
 ) -> list[CaseOutcome]:
     """Each case's outcome from the analysis verdicts by run directory (a crash is unknown).
 
@@ -853,19 +861,19 @@ def judge(
             reason = run.error or "the run left no stored directory"
             outcomes.append(CaseOutcome(case, run, UNKNOWN, {"harness": reason}))
             continue
-        valid, failed = found
+        valid, failed, invalid = found
         if run.error:
             failed = {"harness": run.error, **{k: v for k, v in failed.items() if k != "harness"}}
             if valid is True:
                 valid = UNKNOWN
-        outcomes.append(CaseOutcome(case, run, valid, failed))
+        outcomes.append(CaseOutcome(case, run, valid, failed, tuple(invalid)))
     return outcomes
 
 
 def run_suite(
     suite: Suite,
     *,
-    analyse: Callable[[RunSelection], Mapping[Path, tuple[Valid, dict[str, str]]]],
+    analyse: Callable[[RunSelection], Mapping[Path, Verdict]],
     run: Callable[[Case, str], CaseRun] = run_case,
     progress: Any = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -874,8 +882,8 @@ def run_suite(
     """Run every case, analyse them all with ``analyse`` (one Spark job), write suite.json, junit.xml
     and summary.json, and return the outcomes.
 
-    ``analyse`` gets the stored runs and returns, per run directory, (validity, failed checker ->
-    summary); the CLI passes the Spark pipeline. ``jobs``: how many cases run at once; above 1 each case
+    ``analyse`` gets the stored runs and returns, per run directory, a :data:`Verdict`; the CLI passes
+    the Spark pipeline. ``jobs``: how many cases run at once; above 1 each case
     runs in a process of its own (:func:`run_parallel`), and ``run`` must be a module-level function.
     """
     from harness.analysis.progress import SilentProgress
@@ -996,7 +1004,7 @@ def junit_document(
                 message = f"missed known bug ({case.label or 'none named'}): the run was {valid_word}"
                 kind = "missed-bug"
             else:
-                message = f"invalid: {', '.join(outcome.failed_checkers) or 'a checker'} found an anomaly"
+                message = f"invalid: {', '.join(outcome.invalid_checkers) or 'a checker'} found an anomaly"
                 kind = "invalid"
             element = ElementTree.SubElement(
                 testcase, "failure", {"message": _xml_text(message), "type": kind}
@@ -1014,7 +1022,7 @@ def junit_document(
             run_dir = _relative(outcome.run.run_dir, store)
             out += [f"run: {run_dir}", f"results: {run_dir}/results.json", f"report: {run_dir}/report.html"]
         if case.expect == "invalid" and outcome.valid is False:
-            out.append(f"known bug caught by: {', '.join(outcome.failed_checkers)}")
+            out.append(f"known bug caught by: {', '.join(outcome.invalid_checkers) or 'a checker'}")
         ElementTree.SubElement(testcase, "system-out").text = _xml_text("\n".join(out))
     return root
 
@@ -1046,6 +1054,7 @@ def suite_summary(suite: Suite, result: SuiteResult, started: datetime) -> dict[
                 "expect": o.case.expect,
                 "path": o.run.run_dir and str(o.run.run_dir),
                 "failed_checkers": o.failed_checkers,
+                "invalid_checkers": list(o.invalid_checkers),
                 "command": o.run.command,
             }
             for o in result.outcomes

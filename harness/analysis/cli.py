@@ -349,10 +349,10 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
     default = suite.key_timeout if suite.key_timeout is not None else DEFAULT_KEY_TIMEOUT_S
     options = AnalysisOptions(key_timeout_s=key_timeout(args.key_timeout, default))
 
-    def analyse(selection: Any) -> dict[Path, tuple[Valid, dict[str, str]]]:
+    def analyse(selection: Any) -> dict[Path, tuple[Valid, dict[str, str], tuple[str, ...]]]:
         with spark_session(master, conf) as spark:
             analysis = analyze(spark, selection, options, progress)
-        return {o.run.path: (o.valid, o.failed_checkers()) for o in analysis.outcomes}
+        return {o.run.path: (o.valid, o.failed_checkers(), o.invalid_checkers()) for o in analysis.outcomes}
 
     result = run_suite(suite, analyse=analyse, progress=progress, jobs=args.jobs)
     progress.close()

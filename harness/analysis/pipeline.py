@@ -101,6 +101,10 @@ class RunOutcome:
             if entry["valid"] is not True
         }
 
+    def invalid_checkers(self) -> tuple[str, ...]:
+        """The checkers that found an anomaly; the others of :meth:`failed_checkers` could not decide."""
+        return tuple(name for name, entry in self.results["checkers"].items() if entry["valid"] is False)
+
 
 @dataclass
 class Analysis:

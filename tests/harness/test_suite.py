@@ -282,10 +282,15 @@ def case(index: int, expect: str = "valid", bugs: tuple[str, ...] = ()) -> Case:
                 repetition=1, time_limit=10.0, expect=expect, group="t")
 
 
-def outcome(c: Case, valid: object, failed: dict[str, str] | None = None, error: str | None = None) -> CaseOutcome:
+def outcome(c: Case, valid: object, failed: dict[str, str] | None = None, error: str | None = None,
+            invalid: tuple[str, ...] | None = None) -> CaseOutcome:
+    """An outcome; ``invalid`` (the checkers that found an anomaly) defaults to every failed checker of an
+    invalid run."""
     run = CaseRun(run_dir=None if error else Path(f"/s/t/{c.index}"), command=f"harness run --seed {c.seed}",
                   error=error, seconds=1.5)
-    return CaseOutcome(c, run, valid, failed or {})  # type: ignore[arg-type]
+    if invalid is None:
+        invalid = tuple(failed or {}) if valid is False else ()
+    return CaseOutcome(c, run, valid, failed or {}, invalid)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -334,7 +339,7 @@ def test_a_run_that_crashed_or_left_nothing_is_unknown() -> None:
     cases = [case(0), case(1)]
     runs = [CaseRun(None, "harness run --seed 0", error="RuntimeError: engine gone"),
             CaseRun(Path("/s/t/1"), "harness run --seed 1", error="interrupted (Ctrl-C)")]
-    outcomes = judge(cases, runs, {Path("/s/t/1").resolve(): (True, {})})
+    outcomes = judge(cases, runs, {Path("/s/t/1").resolve(): (True, {}, ())})
     assert [o.valid for o in outcomes] == [UNKNOWN, UNKNOWN]  # a run cut short is never valid
     assert outcomes[0].failed_checkers == {"harness": "RuntimeError: engine gone"}
 
@@ -352,7 +357,7 @@ def test_a_crashed_run_shows_its_cause_not_the_missing_history(tmp_path: Path) -
     missing = "linearizable cannot check this run: history.jsonl: no such file"
     c = case(0)
     runs = [CaseRun(Path("/s/t/0"), "harness run --seed 0", error=cause)]
-    outcomes = judge([c], runs, {Path("/s/t/0").resolve(): (UNKNOWN, {"linearizable": missing})})
+    outcomes = judge([c], runs, {Path("/s/t/0").resolve(): (UNKNOWN, {"linearizable": missing}, ())})
     assert list(outcomes[0].failed_checkers.items()) == [("harness", cause), ("linearizable", missing)]
     error = ElementTree.fromstring(junit_text(outcomes).encode("utf-8")).find("./testsuite/testcase/error")
     assert error is not None and error.get("type") == "crashed"
@@ -420,6 +425,21 @@ def test_junit_failures_carry_checker_summaries_and_the_reproduce_command() -> N
     assert all(c.get("classname") == "t.raft.register" for c in cases)
 
 
+def test_a_checker_that_could_not_decide_is_not_named_as_catching_the_bug() -> None:
+    """A queue run with duplicates: durability found them, the linearizability search ran out of memory.
+    The run is invalid and the bug caught, by durability alone."""
+    failed = {"linearizable": "linearizability unknown: memory budget of 2000000 states reached",
+              "durability": "2 duplicated"}
+    caught = outcome(case(0, "invalid", ("no-dedup",)), False, failed, invalid=("durability",))
+    control = outcome(case(1), False, failed, invalid=("durability",))
+    cases = ElementTree.fromstring(junit_text([caught, control]).encode("utf-8")).findall("./testsuite/testcase")
+    out = cases[0].find("system-out")
+    assert out is not None and (out.text or "").endswith("known bug caught by: durability")
+    failure = cases[1].find("failure")
+    assert failure is not None and failure.get("message") == "invalid: durability found an anomaly"
+    assert "linearizable: linearizability unknown" in (failure.text or "")  # still shown, as what it is
+
+
 def test_junit_of_an_all_valid_suite_has_no_failures() -> None:
     text = junit_text([outcome(case(0), True), outcome(case(1), True)])
     SCHEMA.validate(text)
@@ -453,7 +473,7 @@ def test_run_suite_continues_after_a_crash_and_records_everything(tmp_path: Path
 
     def fake_analyse(selection):  # noqa: ANN001, ANN202
         assert [r.suite for r in selection.runs] == ["fake", "fake"]
-        return {r.path: (False if r.run.startswith("20261122") else True, {}) for r in selection.runs}
+        return {r.path: (False if r.run.startswith("20261122") else True, {}, ()) for r in selection.runs}
 
     result = run_suite(suite, analyse=fake_analyse, run=fake_run, clock=lambda: STARTED)
     assert calls == [0, 1, 2]
@@ -504,7 +524,7 @@ def _verdicts_by_seed(selection):  # noqa: ANN001, ANN202
     import json as json_
 
     return {
-        r.path: (json_.loads((r.path / "test.json").read_text())["seed"] % 2 == 0, {}) for r in selection.runs
+        r.path: (json_.loads((r.path / "test.json").read_text())["seed"] % 2 == 0, {}, ()) for r in selection.runs
     }
 
 
@@ -566,12 +586,15 @@ def test_a_suite_over_synthetic_runs_through_the_real_pipeline(spark, tmp_path: 
 
     def analyse(selection):  # noqa: ANN001, ANN202
         analysis = analyze(spark, selection)
-        return {o.run.path: (o.valid, o.failed_checkers()) for o in analysis.outcomes}
+        return {o.run.path: (o.valid, o.failed_checkers(), o.invalid_checkers()) for o in analysis.outcomes}
 
     result = run_suite(suite, analyse=analyse, run=synthetic_run, clock=lambda: STARTED)
     assert [(o.valid, o.status) for o in result.outcomes] == [(True, "passed"), (False, "passed"), (True, "failed")]
     assert result.exit_code == 1
     assert "durability" in result.outcomes[1].failed_checkers
+    assert "durability" in result.outcomes[1].invalid_checkers
+    summary = json.loads((result.directory / "summary.json").read_text(encoding="utf-8"))
+    assert summary["runs"][1]["invalid_checkers"] == list(result.outcomes[1].invalid_checkers)
     xml = JUnitXml.fromfile(str(result.directory / "junit.xml"))
     SCHEMA.validate(str(result.directory / "junit.xml"))
     suite_xml = next(iter(xml))

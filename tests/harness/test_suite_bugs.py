@@ -168,7 +168,7 @@ def _fake_suite(tmp_path: Path, verdicts: Mapping[int, tuple[Any, dict[str, str]
         return CaseRun(run_dir, f"harness run --seed {case.seed}", seconds=1.0)
 
     def fake_analyse(selection):  # noqa: ANN001, ANN202
-        return {r.path: verdicts[int(r.test[1:])] for r in selection.runs}
+        return {r.path: (*verdicts[int(r.test[1:])], tuple(verdicts[int(r.test[1:])][1])) for r in selection.runs}
 
     started = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
     return suite, run_suite(suite, analyse=fake_analyse, run=fake_run, clock=lambda: started)
