@@ -1,10 +1,11 @@
 """Benchmark: one entry of a suite file on containers, N fresh runs, as the nightly would run them.
 
-The nightly (``suites/bugs-all-modes.toml``) takes about 13 hours; this runs the cases of one (entry,
-mode) only, each with the entry's exact settings and a fresh random seed (drawn when the suite file is
-read, as ``harness suite`` draws them), through ``harness run`` (its own teardown), at most ``--jobs`` at
-once, and prints one line per run (verdict, seed, run directory) and a summary: how many runs were
-invalid (a bug entry's catches), valid (a control's) or unknown.
+The nightly (``suites/bugs-all-modes.toml``) takes about 13 hours one run at a time (4 h 40 min at
+``--jobs 3``); this runs the cases of one (entry, mode) only, each with the entry's exact settings and a
+fresh random seed (drawn when the suite file is read, as ``harness suite`` draws them), through
+``harness run`` (its own teardown), at most ``--jobs`` at once, and prints one line per run (verdict,
+seed, run directory) and a summary: how many runs were invalid (a bug entry's catches), valid (a
+control's) or unknown.
 
     .venv/bin/python benchmarks/suite_containers.py suites/bugs-all-modes.toml --entry vote-twice \\
         --mode aeron --runs 10 [--jobs 2] [--store store/nightly-sample]
