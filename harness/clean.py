@@ -237,6 +237,15 @@ def _teardown(run: DeadRun, engine: Any | None) -> list[str]:
             if run.docker is None or engine is None or set(hosts) - set(run.docker.nodes):
                 run.notes.append("its containers are gone: nothing to collect")
                 return []
+            from harness.platforms.docker import wake_stopped
+
+            started, unstartable = wake_stopped(engine, {host: run.docker.nodes[host] for host in hosts})
+            if started:
+                run.notes.append(f"started its stopped containers ({', '.join(started)}) again to collect them "
+                                 "(nothing of the run was in effect in them)")
+            if unstartable:
+                run.notes.append(f"{'; '.join(unstartable)}: nothing was collected from its nodes")
+                return []
             remotes = {host: DockerRemote(engine, run.docker.nodes[host], host) for host in hosts}
             peers = addresses
         deployment = Deployment(nodes=comp.node_names, peer_hosts=peers, client_hosts=addresses,

@@ -343,3 +343,27 @@ def remove_run(client: DockerClient, run_id: str) -> list[str]:
     if failures:
         raise PlatformError(f"could not remove {'; '.join(failures)}")
     return removed
+
+
+def wake_stopped(client: DockerClient, containers: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Starts again those of ``containers`` (node name -> container id) that are not running, so that
+    commands can run in them; returns the nodes started and one line per node that could not be.
+
+    A run's containers stop when the engine or the machine restarts under it. Nothing of the run is in
+    effect in a stopped container (its network namespace, rules and processes are gone) but its files
+    are: journals and logs. Started again, it runs only the image's command (sshd), never the node.
+    A container paused by the engine is unpaused.
+    """
+    started: list[str] = []
+    failures: list[str] = []
+    for node, container_id in containers.items():
+        try:
+            container = client.containers.get(container_id)
+            if container.status == "paused":
+                container.unpause()
+            elif container.status != "running":
+                container.start()
+                started.append(node)
+        except _ENGINE_ERRORS as error:
+            failures.append(f"{node}: cannot start its stopped container {container_id[:12]} ({error})")
+    return started, failures

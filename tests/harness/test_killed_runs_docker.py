@@ -2,7 +2,7 @@
 
 SIGTERM (then SIGHUP during teardown) leaves nothing of the run on the engine and a stored run whose
 ``results.json`` says it was interrupted. SIGKILL leaves its faulted containers; ``harness clean``
-then removes exactly those (collecting the journals first) while a second, live run goes on untouched
+then removes exactly those (collecting the journals first, also from a container the engine stopped) while a second, live run goes on untouched
 and ends valid. The runs are real subprocesses of the installed command; their run ids are theirs, so
 each test removes what it finds of them at the end, whatever happened.
 """
@@ -123,6 +123,8 @@ def test_harness_clean_removes_a_sigkilled_run_and_leaves_a_live_one_running(
     killed.kill()
     killed.wait()
     assert len(_objects(docker_engine, killed_id)) == 4  # SIGKILL: everything is left, faults in effect
+    # An engine or machine restart stops containers: n1's stops here (its files remain, nothing runs).
+    docker_engine.containers.get(f"{killed_id}-n1").stop(timeout=1)
 
     live = _harness(store / "b", "run", *SHORT_RUN, "--time-limit", "10", "--nemesis", "none", "--seed", "13",
                     log=tmp_path / "b.log")
@@ -136,6 +138,7 @@ def test_harness_clean_removes_a_sigkilled_run_and_leaves_a_live_one_running(
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
     assert f"cleaned {killed_id} (run directory {killed_dir.resolve()})" in cleaned.stdout
     assert f"kept {live_id}: its controller (pid {live.pid} on " in cleaned.stdout
+    assert "started its stopped containers (n1) again to collect them" in cleaned.stdout
     assert _objects(docker_engine, killed_id) == []
     assert len(_objects(docker_engine, live_id)) == 4 and live.poll() is None
     # The killed run's journals were collected before its containers went, and it is marked killed.
