@@ -139,19 +139,16 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
 
 def run_simulated(world: EventSource, main: Coroutine[Any, Any, T]) -> T:
-    """Run ``main`` to completion on a :class:`VirtualTimeLoop` over ``world``; the loop is closed after.
-    Tasks still pending when ``main`` returns are cancelled, as ``asyncio.run`` does."""
-    loop = VirtualTimeLoop(world)
-    try:
-        asyncio.set_event_loop(loop)
-        return loop.run_until_complete(main)
-    finally:
+    """Run ``main`` to completion on a :class:`VirtualTimeLoop` over ``world``, as ``asyncio.run`` runs a
+    coroutine on asyncio's own loop (an ``asyncio.Runner``): tasks still pending when ``main`` returns are
+    cancelled, the loop is closed after, and Ctrl-C (SIGINT, and what ``harness.signals`` forwards to it)
+    cancels ``main`` and then raises ``KeyboardInterrupt``. A ``KeyboardInterrupt`` raised wherever the
+    signal lands could fall between a future's completion and the scheduling of its waiter's wakeup
+    (both Python code on this loop): that task would wait for ever while the world's nodes go on,
+    and the run would never end."""
+    with asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(world)) as runner:
+        asyncio.set_event_loop(runner.get_loop())
         try:
-            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            return runner.run(main)
         finally:
             asyncio.set_event_loop(None)
-            loop.close()

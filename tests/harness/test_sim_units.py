@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import random
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -88,6 +89,33 @@ def test_the_virtual_loop_says_when_nothing_can_ever_happen() -> None:
 
     with pytest.raises(Stalled, match="stalled at 0.000 s"):
         run_simulated(Ticks(), forever())
+
+
+def test_ctrl_c_cancels_the_simulated_run_as_asyncio_run_does_then_raises_keyboard_interrupt() -> None:
+    # A KeyboardInterrupt raised wherever SIGINT lands once fell between a future's completion and its
+    # waiter's wakeup: that task waited for ever while the world's nodes went on (a hung exploration).
+    # Like asyncio.run, the loop must turn SIGINT into a cancellation of the run's main task.
+    world = Ticks()
+
+    def heartbeat() -> None:  # the nodes go on for ever, as a simulated cluster does
+        world.at(world.now + NS // 100, heartbeat)
+
+    world.at(0, heartbeat)
+    seen: list[str] = []
+
+    async def main() -> None:
+        signal.raise_signal(signal.SIGINT)
+        try:
+            await asyncio.sleep(3600.0)
+        except asyncio.CancelledError:
+            seen.append(f"cancelled at {asyncio.get_running_loop().time():g} s")
+            raise
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        run_simulated(world, main())
+    assert seen == ["cancelled at 0 s"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_drifting_clock_fires_timers_no_earlier_than_asked() -> None:
