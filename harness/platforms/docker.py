@@ -365,5 +365,5 @@ def wake_stopped(client: DockerClient, containers: dict[str, str]) -> tuple[list
                 container.start()
                 started.append(node)
         except _ENGINE_ERRORS as error:
-            failures.append(f"{node}: cannot start its stopped container {container_id[:12]} ({error})")
+            failures.append(f"{node}: cannot start or unpause its container {container_id[:12]} ({error})")
     return started, failures

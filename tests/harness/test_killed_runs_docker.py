@@ -2,8 +2,8 @@
 
 SIGTERM (then SIGHUP during teardown) leaves nothing of the run on the engine and a stored run whose
 ``results.json`` says it was interrupted. SIGKILL leaves its faulted containers; ``harness clean``
-then removes exactly those (collecting the journals first, also from a container the engine stopped) while a second, live run goes on untouched
-and ends valid. The runs are real subprocesses of the installed command; their run ids are theirs, so
+then removes exactly those (collecting the journals first, also from a container the engine stopped)
+while a second, live run goes on untouched and ends valid. The runs are real subprocesses of the installed command; their run ids are theirs, so
 each test removes what it finds of them at the end, whatever happened.
 """
 
