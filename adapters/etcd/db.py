@@ -15,8 +15,8 @@ same command: a member whose data directory holds a write-ahead log ignores the 
 recovers from it. Teardown kills the member and removes its data, log, pid file and the binary.
 
 **Processes** (``harness.db.daemon``): signals go to the pid in :data:`PID_FILE` (kill: SIGKILL, pause:
-SIGSTOP, resume: SIGCONT), and only while its command line is this member's etcd (the binary and its
-``--name``) and the process is not a zombie: a stale pid file or a recycled pid is never signalled. ``start`` returns once
+SIGSTOP, resume: SIGCONT), and only while it is the very process started there (the same pid, start time
+and executable) and not a zombie: a stale pid file or a recycled pid is never signalled. ``start`` returns once
 the client port is bound; etcd answers on it only once the member has joined a quorum, which after a
 restart inside a partition may take until the heal.
 
@@ -154,10 +154,10 @@ class EtcdDB:
     # -- the process ----------------------------------------------------------------------------------
 
     def daemon(self, deployment: Deployment, node: str) -> Daemon:
-        """``node``'s member as a process on its host (``harness.db.daemon``): found by the binary and its
-        ``--name``, output appended to :data:`LOG_FILE`."""
-        return Daemon(argv=self.command(deployment, node), identity=f"{BINARY} --name {node}",
-                      pid_file=PID_FILE, output_file=LOG_FILE, directories=(DATA_DIR,), name="etcd")
+        """``node``'s member as a process on its host (``harness.db.daemon``): found through :data:`PID_FILE`,
+        output appended to :data:`LOG_FILE`."""
+        return Daemon(argv=self.command(deployment, node), pid_file=PID_FILE, output_file=LOG_FILE,
+                      directories=(DATA_DIR,), name="etcd")
 
     def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """Start the member unless it runs; return once its client port is bound, or raise with the last

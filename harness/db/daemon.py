@@ -4,17 +4,28 @@ ask whether it runs, signal it (kill, stop, pause, resume) and read the end of i
 What Jepsen's ``start-daemon!`` and ``stop-daemon!`` give a Jepsen test, for a DB adapter's ``Process``
 and ``Pause`` capabilities (``harness.db``). Everything runs as one ``sh`` script per call through the
 node's ``Remote``, so it works the same on containers and SSH hosts; the node needs ``sh``, ``nohup``,
-``ps`` (procps) and, to wait for a port, ``ss`` (iproute2).
+``setsid`` (util-linux; without it the process is started in the caller's session) and, to wait for a
+port, ``ss`` (iproute2).
 
 The rules it keeps, each learnt from a run that went wrong without it:
 
-* A pid counts as the process only while its command line (``/proc/<pid>/cmdline``) holds the daemon's
-  ``identity`` as a run of whole arguments and the process is not a zombie: a stale pid file, or a pid the kernel has since given to another process,
-  is never signalled.
+* A process is known by what the kernel says of it, never by its command line: at start the pid is
+  recorded beside the pid file (``<pid_file>.id``) with the process's start time (``/proc/<pid>/stat``,
+  clock ticks since boot), the host's boot id and, once it is up, its executable (``/proc/<pid>/exe``).
+  A pid counts as the process only while all four still match and it is not a zombie. A stale record,
+  or a pid the kernel has since given to another process (after a container restart the pid namespace
+  starts again, and the checking shell itself may get the recorded pid), is never signalled, and is
+  removed. Matching the command line instead once made the checking shell find itself and SIGKILL
+  itself; it also lost processes that rewrite their title (setproctitle).
+* The process is started in a session of its own (``setsid``): a timeout of the remote command that
+  started it signals that command's process group, never the system it started.
+* Waits are measured in seconds of the node's uptime clock, not in loop iterations, so a loaded node
+  does not stretch them past the remote command's own timeout.
 * While it starts, the process is the starting shell's own child and is checked by pid alone: for an
-  instant its command line is ``env``'s or ``nohup``'s (they exec the program), and would not match.
+  instant it is still ``setsid``, ``env`` or ``nohup`` (they exec the program); its executable is
+  recorded once it is none of them.
 * ``kill -STOP`` returns before every thread of the process has stopped (a thread in an uninterruptible
-  wait, an fsync, takes the signal when the wait ends): a pause waits until ``ps`` shows state ``T``.
+  wait, an fsync, takes the signal when the wait ends): a pause waits until the kernel shows state ``T``.
   A kill waits until the process is gone.
 * A process under the ``clock`` nemesis is started with libfaketime's environment and without an
   inherited ``FAKETIME`` (which would override the control file): ``env -u FAKETIME``.
@@ -23,7 +34,6 @@ A daemon is described once and used by every method of an adapter::
 
     daemon = Daemon(
         argv=("/opt/mydb/bin/mydb", "--name", node, "--data", "/var/lib/mydb"),
-        identity=f"/opt/mydb/bin/mydb --name {node}",
         pid_file="/var/run/mydb.pid", output_file="/var/log/mydb/console.log",
         env=faketime.environment() if faketime else {},
     )
@@ -47,10 +57,30 @@ if TYPE_CHECKING:
 
 _PID = "daemon_pid"
 """The shell function every script defines first: prints the daemon's pid, or fails if it does not run."""
+_STAT = "daemon_stat"
+"""Prints a pid's state letter and start time (``/proc/<pid>/stat`` fields 3 and 22), or fails."""
+_NOW = "daemon_now"
+"""Prints the node's uptime in hundredths of a second: the clock every wait is measured on."""
+_LAUNCHERS = ("setsid", "env", "nohup")
+"""What the start command execs through before it is the system's own program."""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 STARTED, RUNNING = "started", "running"
 SENT, NOT_RUNNING = "sent", "not running"
+
+_FUNCTIONS = (
+    f"{_STAT}() {{\n"
+    "  s=$(cat /proc/$1/stat 2>/dev/null) || return 1\n"
+    '  s=${s##*) }\n'  # the command name in field 2 may hold spaces and parentheses: skip past its end
+    "  set -- $s\n"
+    '  [ -n "${20}" ] || return 1\n'
+    '  echo "$1 ${20}"\n'
+    "}\n"
+    f"{_NOW}() {{\n"
+    "  read up rest < /proc/uptime\n"
+    "  echo $(( ${up%.*} * 100 + 1${up#*.} - 100 ))\n"
+    "}\n"
+)
 
 
 class DaemonError(RuntimeError):
@@ -61,46 +91,55 @@ class DaemonError(RuntimeError):
 class Daemon:
     """One long-running process of a node.
 
-    ``argv`` is its command line; ``identity`` a run of whole arguments of it, joined by single spaces,
-    that no other process on the node has (the program and its node name, say: ``-m mydb --id n1`` is
-    not found in ``-m mydb --id n11``); ``pid_file`` where its pid is kept (the process may write the same pid there itself);
-    ``output_file`` where its stdout and stderr are appended, with a line marking each start. ``cwd`` is
-    the directory it starts in, ``env`` what is added to its environment, ``directories`` what must exist
-    before it starts (its data directory, say; the pid and output files' directories are created
-    anyway). ``name`` is how messages call it.
+    ``argv`` is its command line; ``pid_file`` where its pid is kept (the process may write the same pid
+    there itself; the harness's own record of the process is ``<pid_file>.id``); ``output_file`` where its
+    stdout and stderr are appended, with a line marking each start. ``cwd`` is the directory it starts in,
+    ``env`` what is added to its environment, ``directories`` what must exist before it starts (its data
+    directory, say; the pid and output files' directories are created anyway). ``name`` is how messages
+    call it. ``identity`` is no longer needed (the process is known by its pid, start time and executable,
+    not by its command line) and is ignored; it is accepted so that adapters written for earlier versions
+    keep working.
     """
 
     argv: Sequence[str]
-    identity: str
     pid_file: str
     output_file: str
     cwd: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     directories: Sequence[str] = ()
     name: str = "the process"
+    identity: str | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
             raise ValueError("a daemon needs a command line (argv is empty)")
-        if not self.identity.strip():
-            raise ValueError("a daemon needs an identity: a piece of its command line no other process has")
         for key in self.env:
             if not _ENV_NAME.fullmatch(key):
                 raise ValueError(f"not an environment variable name: {key!r} (letters, digits and _)")
 
+    @property
+    def record_file(self) -> str:
+        """Where the harness records the process it started: ``pid start-time boot-id executable``."""
+        return f"{self.pid_file}.id"
+
     # -- scripts ----------------------------------------------------------------------------------------
 
     def pid_function(self) -> str:
-        """The shell function ``daemon_pid``: prints the pid if the process is alive (not a zombie) and its
-        command line holds ``identity`` as whole arguments; fails otherwise."""
-        pattern = shlex.quote(f" {self.identity} ")
-        return (
+        """The shell functions every script starts with; ``daemon_pid`` prints the pid if the recorded
+        process is alive (not a zombie): the same pid, start time, boot and (once recorded) executable, and
+        neither the checking shell nor its parent. It fails otherwise."""
+        record = shlex.quote(self.record_file)
+        return _FUNCTIONS + (
             f"{_PID}() {{\n"
-            f"  pid=$(cat {shlex.quote(self.pid_file)} 2>/dev/null) || return 1\n"
-            '  [ -n "$pid" ] && [ -r /proc/$pid/cmdline ] || return 1\n'
-            f"  case \" $(tr '\\0' ' ' < /proc/$pid/cmdline)\" in *{pattern}*) ;; *) return 1 ;; esac\n"
-            '  case "$(ps -o stat= -p "$pid" 2>/dev/null)" in Z*|"") return 1 ;; esac\n'
-            '  echo "$pid"\n'
+            f"  read _pid _start _boot _exe < {record} 2>/dev/null || return 1\n"
+            '  case "$_pid" in ""|*[!0-9]*) return 1 ;; esac\n'
+            '  [ "$_pid" != "$$" ] && [ "$_pid" != "$PPID" ] || return 1\n'
+            '  [ "$_boot" = "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" ] || return 1\n'
+            f'  set -- $({_STAT} "$_pid")\n'
+            '  case "$1" in Z|X|x|"") return 1 ;; esac\n'
+            '  [ "$2" = "$_start" ] || return 1\n'
+            '  [ "$_exe" = - ] || [ "$(readlink "/proc/$_pid/exe" 2>/dev/null)" = "$_exe" ] || return 1\n'
+            '  echo "$_pid"\n'
             "}\n"
         )
 
@@ -108,54 +147,68 @@ class Daemon:
         """The script :meth:`start` runs: prints ``running`` (it ran already) or ``started``; exits 3 if the
         process exited while starting, 4 if it did not listen on ``port`` within ``timeout`` seconds."""
         quote = shlex.quote
+        record, pid_file = quote(self.record_file), quote(self.pid_file)
         directories = {str(d) for d in self.directories}
         directories |= {_parent(self.pid_file), _parent(self.output_file)}
         directories |= {self.cwd} if self.cwd else set()
         env = [f"{k}={v}" for k, v in self.env.items()]
         command = shlex.join(["env", "-u", "FAKETIME", *env, "nohup", *self.argv])
-        steps = max(1, int(timeout * 10))
-        if port is None:
-            ready = f"{_PID} >/dev/null"
-        else:
-            ready = f"ss -Hltn 'sport = :{int(port)}' | grep -q . && {_PID} >/dev/null"
+        launchers = " ".join(f'"$(readlink -f "$(command -v {name})" 2>/dev/null)"' for name in _LAUNCHERS)
+        ready = 'exe=$(readlink "/proc/$launched/exe" 2>/dev/null) && ! launcher "$exe"'
+        if port is not None:
+            ready = f"ss -Hltn 'sport = :{int(port)}' | grep -q . && {ready}"
         not_ready = "did not start" if port is None else f"not listening on port {int(port)}"
         return (
             self.pid_function()
             + f"if {_PID} >/dev/null; then echo {RUNNING}; exit 0; fi\n"
             + f"mkdir -p {' '.join(quote(d) for d in sorted(directories))}\n"
-            + f"rm -f {quote(self.pid_file)}\n"
+            + f"rm -f {pid_file} {record}\n"
+            + f"launcher() {{ for l in {launchers}; do [ \"$1\" = \"$l\" ] && return 0; done; return 1; }}\n"
+            + "session=; command -v setsid >/dev/null 2>&1 && session=setsid\n"
             + f"echo \"=== $(date -u +%FT%TZ) starting\" >> {quote(self.output_file)}\n"
             + (f"cd {quote(self.cwd)} || exit 5\n" if self.cwd else "")
-            + f"{command} >> {quote(self.output_file)} 2>&1 < /dev/null &\n"
+            + f"$session {command} >> {quote(self.output_file)} 2>&1 < /dev/null &\n"
             + "launched=$!\n"
-            + f"echo $launched > {quote(self.pid_file)}\n"
-            + f"i=0; while [ $i -lt {steps} ]; do\n"
-            + "  case \"$(ps -o stat= -p $launched 2>/dev/null)\" in Z*|'') echo 'the process exited'; exit 3 ;; esac\n"
-            + f"  if {ready}; then echo {STARTED}; exit 0; fi\n"
-            + "  sleep 0.1; i=$((i+1))\n"
+            + f"echo $launched > {pid_file}\n"
+            + f"set -- $({_STAT} $launched)\n"
+            + "started_at=$2\n"
+            + "[ -n \"$started_at\" ] || { echo 'the process exited'; exit 3; }\n"
+            + "boot=$(cat /proc/sys/kernel/random/boot_id)\n"
+            + f'echo "$launched $started_at $boot -" > {record}\n'
+            + f"deadline=$(( $({_NOW}) + {max(1, round(timeout * 100))} ))\n"
+            + "while :; do\n"
+            + f"  case \"$({_STAT} $launched)\" in Z*|'') echo 'the process exited'; exit 3 ;; esac\n"
+            + f"  if {ready}; then\n"
+            + f'    echo "$launched $started_at $boot $exe" > {record}.new && mv {record}.new {record}\n'
+            + f"    echo {STARTED}; exit 0\n"
+            + "  fi\n"
+            + f"  [ $({_NOW}) -lt $deadline ] || break\n"
+            + "  sleep 0.1\n"
             + "done\n"
             + f"echo '{not_ready} after {timeout:g} s'; exit 4\n"
         )
 
     def signal_script(self, signal: str, *, wait: float) -> str:
-        """The script :meth:`signal` runs: prints ``not running`` or ``sent``; exits 3 if the signal did not
-        take effect within ``wait`` seconds (KILL and TERM: the process is gone; STOP: it is stopped; CONT:
-        it is no longer stopped). Other signals are sent without waiting."""
+        """The script :meth:`signal` runs: prints ``not running`` (and removes a stale record and pid file)
+        or ``sent``; exits 3 if the signal did not take effect within ``wait`` seconds (KILL and TERM: the
+        process is gone; STOP: it is stopped; CONT: it is no longer stopped). Other signals are sent without
+        waiting."""
         if not signal.isalnum():
             raise ValueError(f"not a signal name: {signal!r}")
-        steps = max(1, int(wait * 10))
-        stat = "ps -o stat= -p \"$pid\""
+        state = f'{_STAT} "$pid" | cut -c1'
         effects = {
             "KILL": (f"! {_PID} >/dev/null", "still running"),
             "TERM": (f"! {_PID} >/dev/null", "still running"),
-            "STOP": (f"{stat} | grep -q '^T'", "not stopped"),
-            "CONT": (f"! {stat} | grep -q '^T'", "still stopped"),
+            "STOP": (f'[ "$({state})" = T ]', "not stopped"),
+            "CONT": (f'[ "$({state})" != T ]', "still stopped"),
         }
-        script = self.pid_function() + f"pid=$({_PID}) || {{ echo '{NOT_RUNNING}'; exit 0; }}\n"
+        stale = f"rm -f {shlex.quote(self.record_file)} {shlex.quote(self.pid_file)}"
+        script = self.pid_function() + f"pid=$({_PID}) || {{ {stale}; echo '{NOT_RUNNING}'; exit 0; }}\n"
         script += f"kill -{signal} \"$pid\"\n"
         if signal in effects:
             until, failure = effects[signal]
-            script += (f"i=0; until {until} || [ $i -ge {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
+            script += (f"deadline=$(( $({_NOW}) + {max(1, round(wait * 100))} ))\n"
+                       f"until {until} || [ $({_NOW}) -ge $deadline ]; do sleep 0.1; done\n"
                        f"{until} || {{ echo '{failure} {wait:g} s after SIG{signal}' >&2; exit 3; }}\n")
         return script + f"echo {SENT}\n"
 

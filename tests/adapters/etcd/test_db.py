@@ -85,10 +85,9 @@ def test_setup_uploads_the_binary_then_starts_the_member_in_the_background_and_w
     assert f"echo $launched > {PID_FILE}" in start and "sport = :2379" in start
 
 
-def test_the_member_is_a_daemon_found_by_its_binary_and_name() -> None:
+def test_the_member_is_a_daemon_of_its_binary_and_name() -> None:
     daemon = _db().daemon(DEPLOYMENT, "n3")
-    assert daemon.identity == f"{BINARY} --name n3"
-    assert " ".join(daemon.argv).startswith(daemon.identity + " ")
+    assert " ".join(daemon.argv).startswith(f"{BINARY} --name n3 ")
     assert (daemon.pid_file, daemon.output_file) == (PID_FILE, LOG_FILE) and DATA_DIR in daemon.directories
 
 
@@ -106,8 +105,8 @@ def test_pause_goes_only_to_this_members_etcd_and_waits_until_it_is_stopped() ->
     remote = RecordingRemote()
     _db().pause(DEPLOYMENT, "n3", remote)  # type: ignore[arg-type]
     (script,) = remote.commands
-    assert f"*' {BINARY} --name n3 '*" in script
-    assert script.index('kill -STOP "$pid"') < script.index("grep -q '^T'")
+    assert f"< {PID_FILE}.id" in script  # the process started there, by its record
+    assert script.index('kill -STOP "$pid"') < script.index('= T ]')
 
 
 def test_pausing_a_member_that_is_not_running_is_an_error_but_killing_it_is_not() -> None:

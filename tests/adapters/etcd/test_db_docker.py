@@ -97,10 +97,11 @@ def test_a_member_through_its_whole_lifecycle(one_node: DockerPlatform, etcd_bin
 def test_a_stale_pid_file_is_never_signalled(one_node: DockerPlatform, etcd_binary: EtcdBinary) -> None:
     remote, deployment = one_node.remote("n1"), _deployment(one_node)
     db = EtcdDB(etcd_binary)
-    # A pid file naming some other live process (a recycled pid): the member is not running, and neither
-    # kill nor pause may touch that process.
+    # A pid file and record naming some other live process (a recycled pid: the record's start time is an
+    # earlier process's): the member is not running, and neither kill nor pause may touch that process.
     other = remote.run(f"mkdir -p $(dirname {PID_FILE}); sleep 300 > /dev/null 2>&1 & echo $! | tee {PID_FILE}")
     pid = other.stdout.strip()
+    remote.run(f'echo "{pid} 1 $(cat /proc/sys/kernel/random/boot_id) -" > {PID_FILE}.id')
     try:
         assert not db.is_running(deployment, "n1", remote)
         db.kill(deployment, "n1", remote)
@@ -108,4 +109,4 @@ def test_a_stale_pid_file_is_never_signalled(one_node: DockerPlatform, etcd_bina
             db.pause(deployment, "n1", remote)
         assert remote.run(f"ps -o stat= -p {pid}").stdout.strip().startswith("S")  # alive, not stopped
     finally:
-        remote.run(f"kill {pid}; rm -f {PID_FILE}", check=False)
+        remote.run(f"kill {pid}; rm -f {PID_FILE} {PID_FILE}.id", check=False)
