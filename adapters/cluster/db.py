@@ -349,11 +349,13 @@ class ClusterDB:
 
     def daemon(self, deployment: Deployment, node: str) -> Daemon:
         """Process ``node`` as a daemon of its host (``harness.db.daemon``): found through its pid file and
-        the harness's record of the process it started, started in :data:`INSTALL_DIR` with :meth:`environment`, its output appended to its
-        console file. (The node also writes its own pid file, the same pid, and removes it on a clean exit.)"""
+        the harness's record of the process it started, started in :data:`INSTALL_DIR` with
+        :meth:`environment`, its output appended to its console file. (The node also writes its own pid
+        file, the same pid, and removes it on a clean exit.)"""
         process = self.process(deployment, node)
         return Daemon(
-            argv=self.command(deployment, node), pid_file=process.pid_file, output_file=process.console_file, cwd=INSTALL_DIR,
+            argv=self.command(deployment, node), pid_file=process.pid_file,
+            output_file=process.console_file, cwd=INSTALL_DIR,
             env=self.environment(node), directories=(process.data_dir, LOG_DIR),
             name="the node" if process.kind == NODE else f"the {process.kind} {node}",
         )
