@@ -242,7 +242,7 @@ class DockerPlatform:
 
             try:
                 with ThreadPoolExecutor(max_workers=_PARALLEL_ENGINE_CALLS) as pool:
-                    pool.map(remove, client.containers.list(all=True, filters=run_filter))
+                    pool.map(remove, client.containers.list(all=True, filters=run_filter, ignore_removed=True))
                 for network in client.networks.list(filters=run_filter):
                     try:
                         network.remove()
@@ -296,7 +296,7 @@ def find_runs(client: DockerClient) -> list[RunObjects]:
         run["labels"] = {**labels, **run["labels"]}
         return run
 
-    for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
+    for container in client.containers.list(all=True, filters={"label": LABEL_RUN}, ignore_removed=True):
         run = entry(container.labels)
         run["containers"].append(container.name)
         if LABEL_NODE in container.labels:
@@ -324,7 +324,7 @@ def remove_run(client: DockerClient, run_id: str) -> list[str]:
     run_filter = {"label": f"{LABEL_RUN}={run_id}"}
     removed: list[str] = []
     failures: list[str] = []
-    for container in client.containers.list(all=True, filters=run_filter):
+    for container in client.containers.list(all=True, filters=run_filter, ignore_removed=True):
         try:
             container.remove(force=True)
             removed.append(container.name)

@@ -185,6 +185,31 @@ def test_an_abandoned_run_is_found_with_its_controller_and_removed_alone(docker_
         other.close()
 
 
+@pytest.mark.docker
+def test_a_container_removed_while_runs_are_listed_is_passed_over(
+    docker_engine: DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an engine where other runs come and go, a container can vanish between the engine's list and
+    the inspection of each listed container: finding and removing runs pass over it (``harness clean``
+    crashed with NotFound on it)."""
+    platform = DockerPlatform(topology(1), run_id=session_run_id(), client=docker_engine)
+    platform.start()
+    try:
+        listed = docker_engine.api.containers
+        gone = "0" * 64  # no such container: it was removed after the list
+
+        def list_with_a_vanished_one(*args, **kwargs):
+            return [*listed(*args, **kwargs), {"Id": gone}]
+
+        monkeypatch.setattr(docker_engine.api, "containers", list_with_a_vanished_one)
+        found = {run.run_id: run for run in find_runs(docker_engine)}
+        assert found[platform.run_id].containers == (platform.container_name("n1"),)
+        assert sorted(remove_run(docker_engine, platform.run_id)) == sorted(found[platform.run_id].names)
+    finally:
+        monkeypatch.undo()
+        platform.close()
+
+
 def test_run_ids_must_be_usable_as_docker_names() -> None:
     with pytest.raises(ValueError, match="run id 'Bad Id!' must be"):
         DockerPlatform(topology(1), run_id="Bad Id!")
