@@ -271,12 +271,72 @@ def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
     spark_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(APP_NAME)
     for key, value in settings.items():
         spark_conf.set(key, value)
-    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    with _dies_with_the_harness():
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
     if gateway.proc is not None and gateway.proc.stderr is not None:
         threading.Thread(
             target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True
         ).start()
     SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when the thread that started it ends."""
+
+
+@contextmanager
+def _dies_with_the_harness() -> Iterator[None]:
+    """While PySpark starts Spark's JVM in this block, the JVM asks the kernel to SIGKILL it when the
+    harness ends, however it ends (prctl's parent-death signal, set between fork and exec after PySpark's
+    own step, which ignores SIGINT).
+
+    Without it, a harness stopped while Spark started (or SIGKILLed during its analysis) left the JVM
+    behind for ever: py4j's server thread keeps it alive once its main thread is gone. PySpark sets its
+    own ``preexec_fn`` over any given in ``popen_kwargs``, so the Popen it calls is wrapped for this block
+    only. The signal fires when the *thread* that started the process ends, so it is asked for only from
+    the main thread (every caller of :func:`start_session` today); from another thread the JVM still ends
+    with the session or with its stdin, as before.
+    """
+    import signal
+
+    import pyspark.java_gateway as java_gateway
+
+    libc = _libc() if threading.current_thread() is threading.main_thread() else None
+    if libc is None:
+        yield
+        return
+    parent = os.getpid()
+    original = java_gateway.Popen
+
+    def popen(command, **kwargs):  # noqa: ANN001, ANN202 - subprocess.Popen's own signature
+        theirs = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            if theirs is not None:
+                theirs()
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the harness ended before the request took effect
+                os._exit(1)
+
+        return original(command, **{**kwargs, "preexec_fn": preexec})
+
+    java_gateway.Popen = popen
+    try:
+        yield
+    finally:
+        java_gateway.Popen = original
+
+
+def _libc():  # noqa: ANN202 - a ctypes library handle, or None where there is no prctl
+    import ctypes
+    import ctypes.util
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
 
 
 class StderrFilter:

@@ -1,0 +1,88 @@
+"""No Spark process outlives the harness: ``harness analyze`` stopped by SIGTERM while Spark starts or
+judges, or SIGKILLed, leaves nothing of its process group behind (the JVM once stayed for ever).
+
+``python -m tests.harness.test_spark_orphans`` repeats the probe five times, at other moments, and prints
+what each left (issue "Every way a run can end, round 2", item 1).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+HARNESS = str(Path(sys.executable).with_name("harness"))
+
+
+def stored_run(store: Path) -> Path:
+    """A short simulated run, judged directly, for ``harness analyze`` to work on."""
+    subprocess.run([HARNESS, "run", "--db", "cluster", "--platform", "sim", "--time-limit", "3", "--seed", "5",
+                    "--analysis", "direct", "--no-live", "--store", str(store)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    return store
+
+
+def left_behind(group: int) -> list[str]:
+    """The processes still in process group ``group``: pid and command line."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                found.append(f"{stat.parent.name}: {cmdline[:120]}")
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def probe(store: Path, delay: float, sig: int = signal.SIGTERM, linger: float = 5.0) -> list[str]:
+    """Start ``harness analyze STORE`` in a process group of its own, send ``sig`` after ``delay`` seconds,
+    and return what of its group is alive ``linger`` seconds after it ended."""
+    process = subprocess.Popen([HARNESS, "analyze", str(store)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    group = process.pid
+    try:
+        time.sleep(delay)
+        process.send_signal(sig)
+        process.wait(timeout=120)
+        deadline = time.monotonic() + linger
+        while left_behind(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return left_behind(group)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for leftover in left_behind(group):  # never leave one to the next test, whatever happened
+            os.kill(int(leftover.split(":")[0]), signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return stored_run(tmp_path_factory.mktemp("orphans"))
+
+
+@pytest.mark.parametrize(("delay", "sig"), [(4.0, signal.SIGTERM), (9.0, signal.SIGTERM), (7.0, signal.SIGKILL)],
+                         ids=["term-while-spark-starts", "term-while-it-judges", "kill"])
+def test_a_stopped_analysis_leaves_no_spark_process(store: Path, delay: float, sig: int) -> None:
+    assert probe(store, delay, sig) == []
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as directory:
+        runs = stored_run(Path(directory))
+        left = 0
+        for delay in (3.0, 5.0, 7.0, 9.0, 12.0):
+            behind = probe(runs, delay)
+            left += len(behind)
+            print(f"SIGTERM after {delay:g} s: {len(behind)} process(es) left" + "".join(f"\n  {p}" for p in behind))
+        print(f"{left} left in all")
+        sys.exit(1 if left else 0)
