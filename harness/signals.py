@@ -12,6 +12,9 @@ written, no SIGINT, SIGTERM or SIGHUP interrupts anything; each prints one line 
 under way. A second signal therefore never abandons a teardown half-way (containers left behind, a
 node left SIGSTOPped). Only SIGKILL can; ``harness clean`` removes what that leaves.
 
+A signal the process was started with ignored (``nohup`` ignores SIGHUP; a shell's background job may
+ignore SIGINT) stays ignored throughout: a nohup'd night is not stopped by a closed terminal.
+
 Handlers can be installed only in the main thread; elsewhere (a run started from a worker thread)
 :class:`Interrupts` does nothing and the process's own handlers apply.
 """
@@ -46,6 +49,7 @@ class Interrupts:
         self.received: list[str] = []
         self.first: str | None = None
         self._previous: dict[int, Any] = {}
+        self._ignored: set[int] = set()
         self._shielded = False
         self._active = False
 
@@ -57,8 +61,11 @@ class Interrupts:
         if threading.current_thread() is not threading.main_thread() or self._active:
             return self
         self._active = True
+        self._ignored = {signum for signum in (signal.SIGINT, *FORWARDED)
+                         if signal.getsignal(signum) is signal.SIG_IGN}
         for signum in FORWARDED:
-            self._previous[signum] = signal.signal(signum, self._forward)
+            if signum not in self._ignored:
+                self._previous[signum] = signal.signal(signum, self._forward)
         return self
 
     def __exit__(
@@ -85,9 +92,10 @@ class Interrupts:
         if not self._active or self._shielded:
             return
         self._shielded = True
-        self._previous.setdefault(signal.SIGINT, signal.getsignal(signal.SIGINT))
         for signum in (signal.SIGINT, *FORWARDED):
-            signal.signal(signum, self._announce)
+            if signum not in self._ignored:
+                self._previous.setdefault(signum, signal.getsignal(signum))
+                signal.signal(signum, self._announce)
 
     def restore(self) -> None:
         """Put back the handlers found on entry. Idempotent."""

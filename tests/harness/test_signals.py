@@ -28,10 +28,28 @@ def test_a_termination_signal_raises_keyboard_interrupt_naming_itself(signum: in
 
 def test_sigterm_interrupts_even_where_the_shell_left_sigint_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     # A job started with `cmd &` from a script inherits SIGINT ignored; SIGTERM must still stop it.
-    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN)
+    real = signal.getsignal
+    monkeypatch.setattr(signal, "getsignal", lambda signum: signal.SIG_IGN if signum == signal.SIGINT else real(signum))
     with Interrupts() as interrupts, pytest.raises(KeyboardInterrupt):
         _deliver(signal.SIGTERM)
     assert interrupts.cause() == "SIGTERM"
+
+
+def test_a_signal_inherited_as_ignored_stays_ignored_even_under_the_shield(capsys) -> None:
+    """`nohup harness run ... &`: SIGHUP was ignored when the harness started; a closed terminal must
+    not stop the run, nor print the teardown notice."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with Interrupts() as interrupts:
+            _deliver(signal.SIGHUP)  # no KeyboardInterrupt
+            interrupts.shield()
+            _deliver(signal.SIGHUP)
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        assert interrupts.received == [] and interrupts.cause() == "Ctrl-C"
+        assert TEARDOWN_NOTICE not in capsys.readouterr().err
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def test_inside_asyncio_run_sigterm_cancels_the_main_task_like_ctrl_c() -> None:
