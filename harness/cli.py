@@ -46,6 +46,7 @@ from harness.subcommand import (
     UsageError,
     count,
     memory_size,
+    plain_console,
     print_checker_verdicts,
     run_command,
     verdict_line,
@@ -129,9 +130,10 @@ class LiveView:
         grid.add_column(style="bold")
         grid.add_column()
         grid.add_row("phase", f"{stats.phase}   elapsed {elapsed:5.1f} s of {spec.time_limit:g} s")
-        grid.add_row("ops", f"{done} completed, {rate:.1f}/s   "
-                            f"[green]ok {stats.completed['ok']}[/]  [red]fail {stats.completed['fail']}[/]  "
-                            f"[yellow]info {stats.completed['info']}[/]")
+        grid.add_row("ops", Text.assemble(f"{done} completed, {rate:.1f}/s   ",
+                                          (f"ok {stats.completed['ok']}", "green"), "  ",
+                                          (f"fail {stats.completed['fail']}", "red"), "  ",
+                                          (f"info {stats.completed['info']}", "yellow")))
         leader = f"{stats.leader} (term {stats.term})" if stats.leader else "none known"
         grid.add_row("leader", leader)
         grid.add_row("faults", ", ".join(stats.active_faults) or "none")
@@ -191,7 +193,7 @@ def _print_result(console: Console, result: RunResult) -> None:
 def _cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
     spec = spec_from_args(args)
     comp = compose(spec)  # bad names and missing capabilities are reported before anything is printed or stored
-    console.print(f"harness run: seed [bold]{spec.seed}[/] ({comp.command()})")
+    console.print(Text.assemble("harness run: seed ", (str(spec.seed), "bold"), f" ({comp.command()})"))
 
     def action(stats: RunStats) -> RunResult:
         return run(spec, stats=stats, on_stored=lambda path: console.print(f"storing the run in {path}"))
@@ -239,7 +241,8 @@ def _analyze(console: Console, result: RunResult) -> None:
     try:
         outcome = analyze_run(result.run_dir, progress=ConsoleProgress(console))
     except SparkUnavailable as exc:
-        console.print(f"[yellow]Spark unavailable ({exc}); the verdict is the checkers' called directly[/]")
+        console.print(Text(f"Spark unavailable ({exc}); the verdict is the checkers' called directly",
+                           style="yellow"))
         return
     result.results = outcome.results
     result.valid = outcome.valid
@@ -278,8 +281,8 @@ def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> 
         outcome = reproduce(run_dir.path, args.times, store_dir=args.store, on_replay=on_replay,
                             stats_factory=stats_factory)
     what = ", ".join(outcome.failing_checkers) or "any checker"
-    console.print(f"[bold]{outcome.reproduced} of {len(outcome.replays)}[/] replays failed {what} "
-                  f"(original: {outcome.original})")
+    console.print(Text.assemble((f"{outcome.reproduced} of {len(outcome.replays)}", "bold"),
+                                f" replays failed {what} (original: {outcome.original})"))
     for code in (EXIT_CRASH, 1, 2):
         if code in codes:
             return code
@@ -288,7 +291,7 @@ def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    err = Console(stderr=True, soft_wrap=True)
+    err = plain_console(stderr=True)
     name, chosen = db_argument(argv, ("run", "simulate"))
     plugin = None
     try:

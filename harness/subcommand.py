@@ -112,6 +112,12 @@ def fault_packages(text: str) -> tuple[str, ...]:
 # -- verdicts on the console ----------------------------------------------------------------------------------
 
 
+def plain_console(*, stderr: bool = False) -> Console:
+    """A console that prints text as it is: no Rich markup (``[/]`` in a user's argument, a path or an
+    error), no emoji codes (``module:factory`` is not ``:factory:``). Styling is given with ``Text``."""
+    return Console(stderr=stderr, soft_wrap=True, markup=False, emoji=False)
+
+
 def print_checker_verdicts(console: Console, results: dict) -> None:
     """One line per checker of a ``results.json`` document: its verdict, its name, its summary."""
     for name, verdict in results.get("checkers", {}).items():
@@ -143,8 +149,7 @@ def run_command(
     "interrupted" and 2 (``harness.signals``); anything else is the harness crashing: the traceback, a
     sentence saying so, and 255.
     """
-    console = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
+    console, err = plain_console(), plain_console(stderr=True)
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:

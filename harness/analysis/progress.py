@@ -89,7 +89,7 @@ class ConsoleProgress:
     """Rich bars when ``console`` is a terminal; otherwise one line when each step starts and ends."""
 
     def __init__(self, console: Console | None = None, clock: Any = time.monotonic) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, markup=False, emoji=False)
         self.clock = clock
         self.live = self.console.is_terminal
         self._bars: RichBars | None = None

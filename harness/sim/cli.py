@@ -154,7 +154,7 @@ def cmd_simulate(args: argparse.Namespace, console: Console, err: Console) -> in
 def _one(args: argparse.Namespace, console: Console, err: Console) -> int:
     spec = sim_spec_from_args(args, args.seed)
     comp = compose_sim(spec)
-    console.print(f"harness simulate: seed [bold]{spec.seed}[/] ({comp.command()})")
+    console.print(Text.assemble("harness simulate: seed ", (str(spec.seed), "bold"), f" ({comp.command()})"))
     result = simulate(spec)
     _print_result(console, result)
     code = result.exit_code
@@ -183,15 +183,16 @@ def _print_result(console: Console, result: SimResult) -> None:
     console.print(f"run stored in {result.run_dir}")
     replay = result.replay_command
     if replay:
-        console.print(f"replay: [bold]{replay}[/]")
+        console.print(Text.assemble("replay: ", (str(replay), "bold")))
 
 
 def _print_determinism(console: Console, result: SimResult, same: bool) -> None:
     if same:
-        console.print(f"[green]deterministic[/]: the replay's history and journals are byte-identical "
-                      f"(history sha256 {result.digest['history_sha256'][:16]}...)")
+        console.print(Text.assemble(("deterministic", "green"),
+                                    ": the replay's history and journals are byte-identical "
+                                    f"(history sha256 {result.digest['history_sha256'][:16]}...)"))
     else:
-        console.print("[bold red]NOT deterministic[/]: the replay's history or journals differ")
+        console.print(Text.assemble(("NOT deterministic", "bold red"), ": the replay's history or journals differ"))
 
 
 def _shrink(args: argparse.Namespace, console: Console, result: SimResult) -> None:
@@ -208,7 +209,7 @@ def _shrink(args: argparse.Namespace, console: Console, result: SimResult) -> No
                                 f"worker slot(s)), time limit {outcome.minimal.spec.time_limit:g} s; "
                                 f"{outcome.trials} simulations in {outcome.wall_seconds:.1f} s"))
     console.print(f"minimal run stored in {minimal.run_dir}")
-    console.print(f"replay: [bold]harness simulate --replay {minimal.run_dir}[/]")
+    console.print(Text.assemble("replay: ", (f"harness simulate --replay {minimal.run_dir}", "bold")))
 
 
 # -- replay -------------------------------------------------------------------------------------------------
@@ -220,7 +221,7 @@ def _replay(args: argparse.Namespace, console: Console, err: Console) -> int:
     _print_result(console, result)
     stored = original.get("sim", {}) if isinstance(original, dict) else {}
     if not stored.get("history_sha256"):
-        console.print("[yellow]the stored run records no hashes to compare with[/]")
+        console.print(Text("the stored run records no hashes to compare with", style="yellow"))
         return result.exit_code
     same = all(stored.get(k) == v for k, v in result.digest.items())
     _print_determinism(console, result, same)
@@ -291,12 +292,12 @@ def _run_exploration(args: argparse.Namespace, console: Console, spec: TestSpec,
         def seen(outcome: SeedOutcome) -> None:
             if outcome.valid is False:
                 tally["invalid"] += 1
-                progress.console.print(f"seed {outcome.seed}: [bold red]INVALID[/] ({', '.join(outcome.failed)}) "
-                                       f"-> {outcome.run_dir}")
+                progress.console.print(Text.assemble(f"seed {outcome.seed}: ", ("INVALID", "bold red"),
+                                                     f" ({', '.join(outcome.failed)}) -> {outcome.run_dir}"))
             elif outcome.valid == UNKNOWN:
                 tally["unknown"] += 1
             if outcome.deterministic is False:
-                progress.console.print(f"seed {outcome.seed}: [bold red]NOT deterministic[/]")
+                progress.console.print(Text.assemble(f"seed {outcome.seed}: ", ("NOT deterministic", "bold red")))
             progress.update(task, advance=1, status=f"invalid {tally['invalid']}  unknown {tally['unknown']}")
 
         return explore(spec, seeds, keep_going=args.keep_going, check_determinism=args.check_determinism,
@@ -332,7 +333,7 @@ def print_exploration(console: Console, exploration: Exploration) -> None:
                       f"replay: {outcome.replay_command}")
     errors = [o for o in outcomes if o.error]
     for outcome in errors[:5]:
-        console.print(f"[yellow]seed {outcome.seed} crashed the simulation: {outcome.error}[/]")
+        console.print(Text(f"seed {outcome.seed} crashed the simulation: {outcome.error}", style="yellow"))
     if exploration.stopped_early:
         console.print("stopped at the first failure (--keep-going explores every seed)")
 
@@ -363,9 +364,9 @@ def _matrix(args: argparse.Namespace, console: Console) -> int:
                   f"{args.clean_seeds} bug-free seeds per mode")
 
     def on_detection(d: Any) -> None:
-        found = f"seed {d.seed} after {d.seeds} seeds ({d.sim_seconds:.0f} simulated s)" if d.found else \
-            f"[bold red]not found[/] in {d.seeds} seeds"
-        console.print(f"  {d.bug} / {d.mode} round {d.round}: {d.checker} {found}")
+        found = Text(f"seed {d.seed} after {d.seeds} seeds ({d.sim_seconds:.0f} simulated s)") if d.found else \
+            Text.assemble(("not found", "bold red"), f" in {d.seeds} seeds")
+        console.print(Text.assemble(f"  {d.bug} / {d.mode} round {d.round}: {d.checker} ", found))
 
     def on_clean(c: Any) -> None:
         console.print(f"  bug-free {c.mode}: {c.seeds} seeds, {len(c.invalid)} invalid, {len(c.unknown)} unknown")

@@ -88,6 +88,21 @@ def test_the_handler_s_exit_code_is_returned(capsys: pytest.CaptureFixture[str])
     assert seen == [3] and capsys.readouterr().out == "done\n"
 
 
+def test_what_a_command_prints_is_never_read_as_markup_or_emoji(capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's argument (``--image '[/]'``, a ``module:factory`` plugin name) printed by any command
+    comes out as typed: Rich markup in it raised MarkupError (255) and ``:factory:`` became an emoji."""
+    typed = "--image '[/]' --hosts hosts[/].txt --db nonexist.mod:factory [bold]x[/bold] :smile:"
+
+    def handler(args: argparse.Namespace, console: Any, err: Any) -> int:
+        console.print(f"run ({typed})")
+        err.print(f"error: {typed}")
+        return 0
+
+    assert run_command(_parser(handler), ["go"]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"run ({typed})\n" and err == f"error: {typed}\n"
+
+
 @pytest.mark.parametrize(
     ("argv", "handler", "code", "said"),
     [
