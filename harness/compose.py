@@ -17,6 +17,7 @@ from typing import Any
 from harness.db import DB, MissingCapability, check_capabilities, fault_targets, not_applicable
 from harness.db.plugin import DBContext, DBPlugin, PluginError, load_plugin, plugin_for
 from harness.spec import DEFAULT_IMAGE, ConfigError, TestSpec, rng_for
+from harness.store import StoreError, test_directory
 from nemesis.generator import (
     CLOCK_PACKAGES,
     NemesisOptions,
@@ -156,8 +157,13 @@ def compose(spec: TestSpec, db: DB | None = None) -> Composition:
         raise ConfigError(str(exc)) from None
     checkers = _checkers(spec, workload)
     image = spec.image or getattr(db, "image", None) or DEFAULT_IMAGE
-    return Composition(spec, plugin, options, db, packages, node_names, workload, faketime, checkers,
-                       not_applicable(db), image)
+    composition = Composition(spec, plugin, options, db, packages, node_names, workload, faketime, checkers,
+                              not_applicable(db), image)
+    try:
+        test_directory(composition.test_name)
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from None
+    return composition
 
 
 def _checkers(spec: TestSpec, workload: Workload) -> tuple[str, ...]:

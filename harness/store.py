@@ -42,6 +42,12 @@ JOURNAL = "journal.jsonl"
 # ``suites/<name>/<YYYYMMDDTHHMMSS>/`` holding its ``suite.json``.
 DATASET_DIR = "dataset"
 SUITES_DIR = "suites"
+INDEX_PAGE = "index.html"
+STORE_SUMMARY = "summary.json"
+STORE_ENTRIES = frozenset({LATEST, DATASET_DIR, SUITES_DIR, INDEX_PAGE, STORE_SUMMARY})
+"""The store's own entries beside the test directories: no test may be named like one of them."""
+NAME_MAX = 255
+"""The longest directory name the filesystems a store lives on accept (bytes)."""
 SUITE_JSON = "suite.json"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
@@ -118,10 +124,23 @@ def stamped_directory(parent: Path, started: datetime) -> Path:
             candidate = parent / f"{stamp}-{suffix}"
 
 
+def test_directory(test_name: str) -> str:
+    """The directory name of test ``test_name`` in a store (:func:`safe_name`); a :class:`StoreError` if it
+    would be one of the store's own entries (``latest``, ``dataset``, ``index.html``...) or too long."""
+    name = safe_name(test_name)
+    if name.lower() in STORE_ENTRIES:
+        raise StoreError(f"test name {test_name!r} is taken by the store itself ({', '.join(sorted(STORE_ENTRIES))}): "
+                         "choose another --name")
+    if len(name.encode()) > NAME_MAX:
+        raise StoreError(f"test name of {len(name)} characters is longer than a directory name may be "
+                         f"({NAME_MAX}): choose a shorter --name")
+    return name
+
+
 def create_run(store: str | os.PathLike[str], test_name: str, started: datetime) -> RunDir:
     """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it."""
     store = Path(store)
-    candidate = stamped_directory(store / safe_name(test_name), started)
+    candidate = stamped_directory(store / test_directory(test_name), started)
     (candidate / NODES).mkdir()
     run = RunDir(candidate)
     update_latest(store, run)

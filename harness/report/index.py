@@ -25,12 +25,21 @@ from typing import Any
 
 from harness.report.links import recorded_href
 from harness.report.render import REPORT, environment, verdict_class, verdict_word
-from harness.store import DATASET_DIR, LATEST, RESULTS, SUITE_JSON, SUITES_DIR, TEST_JSON, TIMESTAMP_FORMAT
+from harness.store import (
+    DATASET_DIR,
+    INDEX_PAGE,
+    LATEST,
+    RESULTS,
+    STORE_SUMMARY,
+    SUITE_JSON,
+    SUITES_DIR,
+    TEST_JSON,
+    TIMESTAMP_FORMAT,
+)
 
-INDEX = "index.html"
+INDEX = INDEX_PAGE
 SUITE_PAGE = "suite.html"
 SUITE_SUMMARY = "summary.json"
-STORE_SUMMARY = "summary.json"
 JUNIT = "junit.xml"
 
 

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from harness import store
+from harness.compose import compose
+from harness.spec import ConfigError, TestSpec
 from harness.store import RunDir, StoreError
 
 
@@ -82,3 +84,19 @@ def test_versions_and_commit_describe_the_controller(tmp_path) -> None:
     assert "docker" in found
     assert store.git_commit(tmp_path) is None
     json.dumps(found)
+
+
+@pytest.mark.parametrize("name", sorted(store.STORE_ENTRIES) + ["LATEST", "Index.html"])
+def test_a_test_named_like_one_of_the_stores_own_entries_is_refused(name: str) -> None:
+    """``--name latest`` stored the run inside the previous run (a symlink loop); ``dataset`` hid it from
+    ``harness analyze``; ``index.html`` crashed with FileExistsError."""
+    with pytest.raises(StoreError, match="taken by the store itself"):
+        store.test_directory(name)
+    with pytest.raises(ConfigError, match="taken by the store itself"):
+        compose(TestSpec(seed=1, db="cluster", platform="sim", name=name))
+
+
+def test_a_test_name_longer_than_a_directory_name_may_be_is_refused() -> None:
+    assert store.test_directory("x" * store.NAME_MAX) == "x" * store.NAME_MAX
+    with pytest.raises(StoreError, match="longer than a directory name may be"):
+        store.test_directory("x" * (store.NAME_MAX + 1))
