@@ -25,7 +25,8 @@ Malformed input is one line on stderr naming the file, the line and the reason; 
 
 Exit code (ARCHITECTURE.md): 0 every verdict valid, 1 any invalid, 2 any unknown and none invalid (an
 empty history is unknown: nothing to judge), 254 bad input or arguments (also when other files were
-checked). This interface is a contract: keep it stable.
+checked), 255 the checker itself crashed (a traceback on stderr; never 1). This interface is a contract:
+keep it stable.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -45,6 +47,8 @@ from checkers.registry import CHECKERS, MODEL_NAMES
 from checkers.verdict import UNKNOWN, Valid, Verdict, exit_code, worst
 
 BAD_INPUT = 254
+CRASHED = 255
+"""The checker itself failed: never 1, which says the history is invalid."""
 WORDS = {True: "valid", False: "invalid", UNKNOWN: "unknown"}
 
 
@@ -229,3 +233,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     except UsageError as exc:
         err.write(f"error: {exc}\n")
         return BAD_INPUT
+    except Exception:  # noqa: BLE001 - whatever escaped is a crash, reported as one, not as a verdict
+        traceback.print_exc(file=err)
+        err.write("error: the checker crashed (exit 255); the traceback is above\n")
+        return CRASHED

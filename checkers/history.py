@@ -232,6 +232,8 @@ def _decode(text: str | bytes, source: str, number: int) -> dict[str, Any]:
     """Line ``number`` of ``source`` as a JSON object (FORMATS.md: one object per line)."""
     try:
         raw = _DECODER.decode(text)
+    except RecursionError:
+        raise HistoryError(source, number, "a value nested too deeply to decode (no history needs that depth)") from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         if not text.strip():
             raise HistoryError(source, number, "empty line (every line must be one JSON object)") from None
@@ -334,7 +336,7 @@ def _build(
         if not decoded:
             try:
                 raw = decode(raw)
-            except (msgspec.DecodeError, UnicodeDecodeError):
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
                 raw = _decode(raw, source, number)  # raises, with the reason
             if raw.__class__ is not dict:
                 raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")

@@ -204,9 +204,18 @@ def read_jepsen(
     :class:`~checkers.history.LoadTimeout` once ``deadline`` (on ``clock``) has passed while parsing.
     """
     path = Path(path)
-    source = str(path)
     if independent not in INDEPENDENT_CHOICES:
         raise ValueError(f"independent must be one of {', '.join(INDEPENDENT_CHOICES)}, not {independent!r}")
+    try:
+        yield from _events(path, kind, independent, deadline, clock)
+    except RecursionError:
+        raise HistoryError(str(path), None, "a value nested too deeply to read (no history needs that depth)") from None
+
+
+def _events(
+    path: Path, kind: str, independent: str, deadline: float | None, clock: Callable[[], float]
+) -> Iterator[dict[str, Any]]:
+    source = str(path)
     forms = _read_forms(path, kind, deadline, clock)
     for position, op in enumerate(forms, start=1):
         if not isinstance(op, Mapping):

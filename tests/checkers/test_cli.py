@@ -100,6 +100,39 @@ def test_malformed_history_exits_254_and_other_files_are_still_checked(tmp_path:
     assert out.startswith(f"{good}: durability: valid")
 
 
+DEEP = 1_200
+"""Deeper than Python's recursion limit: a value nested this far raised RecursionError and exited 1."""
+
+
+@pytest.mark.parametrize(("name", "text", "options"), [
+    ("deep.jsonl", '{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "write", "key": "k", "value": '
+     + "[" * DEEP + "]" * DEEP + "}\n", ()),
+    ("deep.edn", "[{:index 0 :type :invoke :process 0 :f :write :value " + "[" * DEEP + "]" * DEEP + "}]\n", ()),
+    ("deep.json", '[{"index": 0, "type": "invoke", "process": 0, "f": "write", "value": '
+     + "[" * DEEP + "]" * DEEP + "}]\n", ("--format", "jepsen-json")),
+])
+def test_a_value_nested_too_deeply_is_bad_input_not_invalid(
+    tmp_path: Path, name: str, text: str, options: tuple[str, ...]
+) -> None:
+    history = tmp_path / name
+    history.write_text(text)
+    code, _, err = _run("check", str(history), "--model", "cas-register", *options)
+    assert code == 254
+    assert err.startswith(f"bad input: {history}") and "nested too deeply" in err and err.count("\n") == 1
+
+
+def test_a_crash_of_the_checker_is_255_never_a_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    history = _register_run(tmp_path / "run")
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("a bug in a checker")
+
+    monkeypatch.setattr("checkers.cli.check", crash)
+    code, out, err = _run("check", str(history), "--model", "register")
+    assert code == 255 and out == ""
+    assert "ZeroDivisionError: a bug in a checker" in err and err.endswith("the traceback is above\n")
+
+
 def test_bad_journal_is_bad_input(tmp_path: Path) -> None:
     path = _register_run(tmp_path / "run")
     journal = tmp_path / "run" / "nodes" / "n2" / "journal.jsonl"
@@ -160,6 +193,7 @@ def test_list_names_the_checkers() -> None:
         "single-leader-per-term",
         "lsn-monotonicity",
         "durability",
+        "log",
     ]
 
 
