@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import os
+import stat
 import time as _time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -560,14 +561,20 @@ def parse_history(
     return build_history(lines, source, keep_events=keep_events, decoded=False)
 
 
-def _open(path: Path) -> Any:
-    """``path`` opened for reading bytes (its lines end in ``\n``, which the JSON decoder skips)."""
+def open_history(path: Path) -> Any:
+    """``path`` opened for reading bytes (its lines end in ``\n``, which the JSON decoder skips). A device
+    (``/dev/zero``: one endless line that no deadline could interrupt) is refused; a pipe is read."""
     try:
-        return path.open("rb", buffering=1 << 20)
+        handle = path.open("rb", buffering=1 << 20)
     except FileNotFoundError:
         raise HistoryError(str(path), None, "no such file") from None
     except IsADirectoryError:
         raise HistoryError(str(path), None, "is a directory, not a history file") from None
+    mode = os.fstat(handle.fileno()).st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        handle.close()
+        raise HistoryError(str(path), None, "is a device, not a history file")
+    return handle
 
 
 def format_of(path: str | os.PathLike[str], format: str = "auto") -> str:
@@ -605,7 +612,7 @@ def load_history(
         return build_history(
             raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock, shard=shard
         )
-    with _open(path) as handle:
+    with open_history(path) as handle:
         return build_history(
             handle, str(path), keep_events=keep_events, deadline=deadline, clock=clock, decoded=False, shard=shard
         )
@@ -718,7 +725,7 @@ def load_journal(
 ) -> list[JournalEvent]:
     """Read and validate one node's ``journal.jsonl`` (``compact``: see :func:`parse_journal`)."""
     path = Path(path)
-    with _open(path) as handle:
+    with open_history(path) as handle:
         return parse_journal(handle, str(path), compact=compact, shared=shared)
 
 

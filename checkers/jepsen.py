@@ -45,7 +45,7 @@ from typing import Any
 import edn_format
 import msgspec
 
-from checkers.history import NEMESIS, HistoryError, LoadTimeout
+from checkers.history import NEMESIS, HistoryError, LoadTimeout, open_history
 
 INDEPENDENT_CHOICES = ("auto", "yes", "no")
 _STANDARD = ("index", "time", "process", "type", "f", "value", "error", "node")
@@ -143,11 +143,8 @@ def _read_forms(
     path: Path, kind: str, deadline: float | None = None, clock: Callable[[], float] = time.monotonic
 ) -> list[Any]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HistoryError(str(path), None, "no such file") from None
-    except IsADirectoryError:
-        raise HistoryError(str(path), None, "is a directory, not a history file") from None
+        with open_history(path) as handle:
+            text = handle.read().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HistoryError(str(path), None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
     if kind == "edn":

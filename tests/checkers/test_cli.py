@@ -121,6 +121,13 @@ def test_a_value_nested_too_deeply_is_bad_input_not_invalid(
     assert err.startswith(f"bad input: {history}") and "nested too deeply" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("options", [(), ("--format", "edn"), ("--format", "jepsen-json")])
+def test_a_device_is_refused_rather_than_read_for_ever(options: tuple[str, ...]) -> None:
+    """``/dev/zero`` is one endless line: it grew to 5 GB past any ``--timeout``."""
+    code, _, err = _run("check", "/dev/zero", "--timeout", "5", "--model", "cas-register", *options)
+    assert (code, err) == (254, "bad input: /dev/zero: is a device, not a history file\n")
+
+
 def test_a_crash_of_the_checker_is_255_never_a_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     history = _register_run(tmp_path / "run")
 
