@@ -138,9 +138,17 @@ def test_directory(test_name: str) -> str:
 
 
 def create_run(store: str | os.PathLike[str], test_name: str, started: datetime) -> RunDir:
-    """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it."""
+    """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it.
+    A :class:`StoreError` names the reason the store cannot hold it (a file is there; a place that cannot
+    hold directories, ``/proc`` or ``/sys``; no permission)."""
     store = Path(store)
-    candidate = stamped_directory(store / test_directory(test_name), started)
+    try:
+        if store.exists() and not store.is_dir():
+            raise StoreError(f"--store {store}: a file is there, not a directory: name a directory")
+        candidate = stamped_directory(store / test_directory(test_name), started)
+    except OSError as exc:
+        raise StoreError(f"--store {store}: cannot hold runs ({exc.strerror or exc}): name a directory "
+                         "you can write in") from None
     (candidate / NODES).mkdir()
     run = RunDir(candidate)
     update_latest(store, run)

@@ -68,6 +68,9 @@ def connect_engine(timeout: float = ENGINE_TIMEOUT_S) -> DockerClient:
             f"no Docker engine answers at {where}: run scripts/install-docker.sh as root "
             "(or start your Docker engine), then retry"
         ) from error
+    except ValueError as error:  # the Docker SDK's and urllib's word for an address it cannot parse
+        raise PlatformError(f"DOCKER_HOST={where!r} is not an address of a Docker engine ({error}): "
+                            "unset it, or set it as unix:///var/run/docker.sock or tcp://HOST:PORT") from None
     return client
 
 

@@ -42,6 +42,13 @@ def test_a_missing_engine_is_one_sentence_saying_what_to_run(monkeypatch: pytest
     assert raised.value.exit_code == 254
 
 
+@pytest.mark.parametrize("address", ["::::", "tcp://host:port"])
+def test_a_docker_host_that_is_no_address_is_one_sentence(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    monkeypatch.setenv("DOCKER_HOST", address)
+    with pytest.raises(PlatformError, match=f"DOCKER_HOST='{address}' is not an address of a Docker engine"):
+        connect_engine(timeout=2)
+
+
 @pytest.mark.docker
 def test_three_nodes_reach_each_other_by_name_until_iptables_drops_a_link(start_platform: StartPlatform) -> None:
     platform = start_platform(topology(3))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +101,12 @@ def test_a_test_name_longer_than_a_directory_name_may_be_is_refused() -> None:
     assert store.test_directory("x" * store.NAME_MAX) == "x" * store.NAME_MAX
     with pytest.raises(StoreError, match="longer than a directory name may be"):
         store.test_directory("x" * (store.NAME_MAX + 1))
+
+
+@pytest.mark.parametrize("where", ["a-file", "/proc/no-store", "/sys/kernel/no-store"])
+def test_a_store_that_cannot_hold_runs_is_one_sentence(tmp_path, where: str) -> None:
+    if where == "a-file":
+        where = str(tmp_path / "a-file")
+        Path(where).write_text("")
+    with pytest.raises(StoreError, match=f"--store {where}: (a file is there|cannot hold runs)"):
+        store.create_run(where, "test", datetime.now(UTC))
