@@ -109,6 +109,18 @@ class RunDir:
         return self.path.parent.name
 
 
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a store: a directory holding a run (``<test>/<timestamp>/test.json``), a suite,
+    the dataset or ``latest``. ``harness serve`` and ``harness report`` write an index only into a store
+    (``harness serve --store /`` wrote ``/index.html``)."""
+    path = Path(path)
+    if not path.is_dir():
+        return False
+    if (path / LATEST).is_symlink() or (path / SUITES_DIR).is_dir() or (path / DATASET_DIR).is_dir():
+        return True
+    return next(path.glob(f"*/*/{TEST_JSON}"), None) is not None
+
+
 def stamped_directory(parent: Path, started: datetime) -> Path:
     """Make ``parent/<YYYYMMDDTHHMMSS>/`` for something started at ``started`` (UTC), or ``...-2``, ``-3``, ...
     when that second is taken: two runs (or suites) never share a directory."""

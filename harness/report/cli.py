@@ -41,7 +41,7 @@ from harness.report.index import (
 from harness.report.render import write_report
 from harness.report.serve import DEFAULT_PORT, HOST, serve
 from harness.report.timeline import MAX_BARS
-from harness.store import LATEST, TEST_JSON
+from harness.store import LATEST, TEST_JSON, is_store
 from harness.subcommand import (
     EXIT_BAD_CONFIG,
     EXIT_CRASH,
@@ -196,7 +196,7 @@ def cmd_report(args: argparse.Namespace, console: Console, err: Console) -> int:
                 err.print(f"harness report: {suite}: could not render: {type(exc).__name__}: {exc}", markup=False)
             else:
                 console.print(f"suite   {path}", markup=False, highlight=False)
-    if store.is_dir():
+    if is_store(store):
         console.print(f"index   {write_index(store)}", markup=False, highlight=False)
     if failures:
         err.print(f"harness report: {failures} page(s) could not be rendered (exit 255); the rest were written",
@@ -210,6 +210,10 @@ def cmd_serve(args: argparse.Namespace, console: Console, err: Console) -> int:
     if not store.is_dir():
         err.print(f"harness serve: {store}: no such store directory; run harness run first, or pass --store DIR",
                   markup=False)
+        return EXIT_BAD_CONFIG
+    if not is_store(store):
+        err.print(f"harness serve: {store} is not a store (no run, suite or dataset in it); pass the --store "
+                  "directory your runs are in", markup=False)
         return EXIT_BAD_CONFIG
     write_index(store)
     log = None if args.quiet else (lambda line: console.print(line, markup=False, highlight=False))

@@ -8,7 +8,11 @@ its reason in the request log):
   encoded ``/`` or NUL, invalid UTF-8 are refused), then resolved with every symbolic link followed; the
   real path must lie inside the store's own real path. ``store/latest`` and other links within the store
   work; a link to ``/etc/passwd``, to ``/`` or to a directory outside does not. Devices, FIFOs and sockets
-  are refused too, and the file is opened without following a link in its last component.
+  are refused too, and the file is opened without following a link in its last component. A file with
+  more than one hard link is refused: a hard link inside the store to a file outside it cannot be told
+  from the file itself by its path (the harness writes none).
+- **Only a store.** A directory with no run, suite or dataset in it is refused (``harness serve --store /``
+  wrote ``/index.html``), and so is it by ``harness report``.
 - **No directory listings.** ``/`` answers with ``index.html``; any other directory is refused. The index
   links every run and suite, and each report links the run's files: that is the navigation.
 - **Only the harness's own pages are HTML.** ``index.html``, ``<test>/<run>/report.html`` and
@@ -120,6 +124,8 @@ def locate(root: str, request_path: str) -> Served:
         raise Refused("a directory (no listings: the index and reports link every file)")
     if not stat.S_ISREG(mode):
         raise Refused("not a regular file")
+    if os.stat(real).st_nlink > 1:
+        raise Refused("a file with several hard links (one may be outside the store)")
     page = _is_page(tuple(Path(os.path.relpath(real, root)).parts))
     content_type = PAGE_TYPE if page else FILE_TYPES.get(Path(real).suffix.lower(), DOWNLOAD)
     return Served(real, content_type, page)
@@ -179,9 +185,9 @@ class StoreHandler(BaseHTTPRequestHandler):
             self._refuse(HTTPStatus.NOT_FOUND, str(exc.strerror or exc))
             return None
         status = os.fstat(opened.fileno())
-        if not stat.S_ISREG(status.st_mode):  # replaced since it was located
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1:  # replaced since it was located
             opened.close()
-            self._refuse(HTTPStatus.NOT_FOUND, "not a regular file")
+            self._refuse(HTTPStatus.NOT_FOUND, "not a regular file with one link")
             return None
         self.policy = PAGE_HEADER_POLICY if served.page else FILE_HEADER_POLICY
         self.send_response(HTTPStatus.OK)

@@ -44,6 +44,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.mkfifo(run / "fifo.log")
     (run / "nodes" / "n1" / "evil.html").write_text("<script>alert(1)</script>", encoding="utf-8")
     (run / "nodes" / "n1" / "evil.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" onload="alert(2)"/>')
+    os.link(outside / "secret.txt", run / "hard-linked.txt")
     return root
 
 
@@ -182,3 +183,20 @@ def test_serve_refuses_a_bad_address_or_a_taken_port_in_one_line(store: Path, ca
         assert main(["serve", "--store", str(store), "--port", str(taken.getsockname()[1])]) == 254
     err = capsys.readouterr().err
     assert "cannot listen on 127.0.0.1 port" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_hard_link_to_a_file_outside_the_store_is_refused(server: StoreServer) -> None:
+    status, _, body = get(server, f"/{RUN}/hard-linked.txt")
+    assert status == 404 and SECRET.encode() not in body
+
+
+@pytest.mark.parametrize("command", ["serve", "report"])
+def test_a_directory_that_is_not_a_store_gets_no_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """``harness serve --store /`` wrote ``/index.html``: a directory without a run, suite or dataset is
+    refused, and nothing is written into it."""
+    (tmp_path / "notes.txt").write_text("not a run")
+    assert main([command, "--store", str(tmp_path)]) == 254
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
