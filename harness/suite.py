@@ -59,7 +59,7 @@ from harness.analysis.dataset import SUITES_DIR
 from harness.analysis.discovery import SUITE_JSON, RunSelection, StoredRun
 from harness.db.plugin import DBPlugin, Option, PluginError, load_plugin
 from harness.report.publish import write_suite_page_safely
-from harness.store import TIMESTAMP_FORMAT, stamped_directory, write_json
+from harness.store import RESULTS, TIMESTAMP_FORMAT, StoreError, read_json, stamped_directory, write_json
 
 EXPECTATIONS = ("valid", "invalid")
 ALL = "all"
@@ -641,9 +641,9 @@ def run_parallel(
     run: Callable[[Case, str], CaseRun] = run_case,
     progress: Any,
     on_done: Callable[[Case, CaseRun], None],
-) -> None:
+) -> bool:
     """Run ``cases`` in up to ``jobs`` processes at once, in case order; ``on_done`` gets each result as
-    it comes (the order of completion).
+    it comes (the order of completion). True if a signal stopped it.
 
     Ctrl-C (the whole process group gets it: each running case tears down as ``harness run`` does),
     SIGTERM or SIGHUP (passed on to the running cases) or a case a signal interrupted stops starting new
@@ -726,6 +726,7 @@ def run_parallel(
     finally:
         for signum, previous in restore.items():
             signal.signal(signum, previous)
+    return stopping.is_set()
 
 
 def _finished_line(case: Case, outcome: CaseRun) -> str:
@@ -904,18 +905,22 @@ def run_suite(
             write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
             progress.update(sum(1 for r in runs if r is not None), total)
 
-        run_parallel(suite.cases, str(store), jobs, run=run, progress=progress, on_done=done)
-        if any(r is not None and r.interrupted for r in runs):  # as above, once the running cases ended
-            raise KeyboardInterrupt
+        stopped = run_parallel(suite.cases, str(store), jobs, run=run, progress=progress, on_done=done)
     else:
+        stopped = False
         for number, case in enumerate(suite.cases):
             progress.note(f"[{number + 1}/{total}] {case.name}")
             runs[number] = run(case, str(store))
             write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs))
             if runs[number].interrupted:  # a CI timeout's SIGTERM ends the night, not one case of it
-                raise KeyboardInterrupt
+                break
             progress.update(number + 1, total)
-    done_runs = [r for r in runs if r is not None]
+    # A signal stopped a run (and so the suite, once the running cases ended): what finished is still
+    # judged and published, from each run's own results.json rather than a Spark job nobody wants to wait
+    # for, and then the suite says it was interrupted (exit 2).
+    interrupted = stopped or any(r is not None and r.interrupted for r in runs)
+    finished = [(case, r) for case, r in zip(suite.cases, runs, strict=True) if r is not None]
+    done_runs = [r for _, r in finished]
     stored = [
         StoredRun(
             path=Path(r.run_dir).resolve(),
@@ -927,14 +932,44 @@ def run_suite(
         for r in done_runs
         if r.run_dir is not None and (Path(r.run_dir) / "test.json").is_file()
     ]
-    verdicts = analyse(RunSelection(store=store, runs=tuple(stored))) if stored else {}
-    outcomes = judge(suite.cases, done_runs, verdicts)
+    verdicts: Mapping[Path, Verdict] = {}
+    if stored and not interrupted:
+        try:
+            verdicts = analyse(RunSelection(store=store, runs=tuple(stored)))
+        except KeyboardInterrupt:
+            interrupted = True
+    if stored and interrupted:
+        verdicts = stored_verdicts(stored)
+    outcomes = judge([case for case, _ in finished], done_runs, verdicts)
     result = SuiteResult(directory=directory, outcomes=outcomes)
     write_json(directory / SUITE_JSON, suite_record(suite, started, store, runs, outcomes))
     write_junit(directory / JUNIT, suite, outcomes, started, store)
     write_json(directory / SUMMARY, suite_summary(suite, result, started))
     write_suite_page_safely(directory)
+    if interrupted:
+        progress.note(f"interrupted after {len(finished)} of {total} runs; those are judged from their own "
+                      f"results.json, in {directory}")
+        raise KeyboardInterrupt
     return result
+
+
+def stored_verdicts(stored: Sequence[StoredRun]) -> dict[Path, Verdict]:
+    """Each run's :data:`Verdict` as its own ``results.json`` states it (the direct judge at the run's end,
+    or the record of its interruption); a run without a readable one is left out (unknown)."""
+    verdicts: dict[Path, Verdict] = {}
+    for run in stored:
+        try:
+            results = read_json(run.path / RESULTS)
+        except StoreError:
+            continue
+        checkers = results.get("checkers") if isinstance(results, dict) else None
+        if not isinstance(checkers, dict):
+            continue
+        entries = {name: entry for name, entry in checkers.items() if isinstance(entry, dict)}
+        failed = {name: str(entry.get("summary", "")) for name, entry in entries.items() if entry.get("valid") is not True}
+        invalid = tuple(name for name, entry in entries.items() if entry.get("valid") is False)
+        verdicts[run.path] = (results.get("valid", UNKNOWN), failed, invalid)
+    return verdicts
 
 
 # --- reporting -------------------------------------------------------------------------------------

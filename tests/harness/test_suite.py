@@ -504,6 +504,39 @@ def test_a_suite_stops_with_a_run_that_a_signal_interrupted(tmp_path: Path) -> N
     assert "interrupted (SIGTERM)" in json.dumps(record)
 
 
+def test_an_interrupted_suite_still_publishes_what_finished_from_the_runs_own_results(tmp_path: Path) -> None:
+    """A CI timeout's SIGTERM after some runs: junit.xml, summary.json and suite.html are written for the
+    runs that finished (judged from each run's results.json, no Spark job), then the suite is interrupted."""
+    suite = Suite(name="fake", path=tmp_path / "fake.toml", cases=(case(0), case(1), case(2)),
+                  store=str(tmp_path / "store"))
+
+    def run(c: Case, store: str) -> CaseRun:
+        run_dir = Path(store) / "cluster-raft" / f"20261122T02000{c.index}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "test.json").write_text("{}", encoding="utf-8")
+        if c.index == 0:
+            results = {"valid": False, "checkers": {
+                "durability": {"valid": False, "summary": "2 acknowledged writes lost"},
+                "linearizable": {"valid": "unknown", "summary": "memory budget"},
+                "lsn-monotonicity": {"valid": True, "summary": "fine"}}}
+            (run_dir / "results.json").write_text(json.dumps(results), encoding="utf-8")
+            return CaseRun(run_dir, "harness run --seed 0", seconds=2.0)
+        return CaseRun(run_dir, "harness run --seed 1", error="interrupted (SIGTERM)", interrupted=True)
+
+    def analyse(selection):  # noqa: ANN001, ANN202
+        raise AssertionError("no Spark job after a signal")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_suite(suite, analyse=analyse, run=run, clock=lambda: STARTED)
+    directory = tmp_path / "store" / "suites" / "fake" / "20261122T020000"
+    assert {"junit.xml", "summary.json", "suite.html", "suite.json"} <= {p.name for p in directory.iterdir()}
+    SCHEMA.validate(str(directory / "junit.xml"))
+    summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
+    first, second = summary["runs"]
+    assert first["valid"] is False and first["invalid_checkers"] == ["durability"]
+    assert second["valid"] == UNKNOWN and len(summary["runs"]) == 2  # the third never started
+
+
 class RecordingProgress(SilentProgress):
     """A Progress that keeps what the suite told it about its cases."""
 
