@@ -68,7 +68,10 @@ operation. For each queue:
 **Journals**, where given, name the nodes lacking an acknowledged write: a node that applied some LSN
 ``>= w.lsn`` but never applied ``w``'s key at ``w.lsn`` lacks ``w`` (nodes apply in LSN order); that is
 **missing-on-node**, an anomaly on its own. A node whose journal ends before ``w.lsn`` is listed as
-*behind*, not as lacking.
+*behind*, not as lacking. Where the system has a log per group (FORMATS.md: ``apply`` events and
+completions carrying ``group``, a storage shard's or a partition's own LSNs), all of this holds within
+the write's group: its LSN is looked up, and compared with how far the node got, in that group's log only.
+The rules over the history are per key and need no group: a key lives in one group.
 """
 
 from __future__ import annotations
@@ -648,28 +651,38 @@ def _check_duplicate(
 def _check_journals(
     journals: Mapping[str, list[JournalEvent]], acked: list[Operation], findings: _Findings
 ) -> dict[str, Any]:
-    applied: dict[str, dict[tuple[int, int], Any]] = {}
-    last: dict[str, tuple[int, int] | None] = {}
+    applied: dict[str, dict[Any, Any]] = {}
+    last: dict[str, dict[Any, tuple[int, int]]] = {}
     for node, events in journals.items():
-        # LSN -> the key its last apply names.
+        # Entry (its LSN, or (group, LSN) in a named group: _entry) -> the key its last apply names.
         table = {
-            event.data["lsn"]: key if (key := event.data["key"]).__class__ is str else _key(key)
+            _entry(event.data.get("group"), event.data["lsn"]):
+                key if (key := event.data["key"]).__class__ is str else _key(key)
             for event in events
             if event.event == "apply"
         }
         applied[node] = table
-        last[node] = max(table) if table else None
+        # group -> the largest LSN the node applied in it
+        tops: dict[Any, tuple[int, int]] = {}
+        for entry in table:
+            group, lsn = (None, entry) if entry[0].__class__ is int else entry
+            if group not in tops or lsn > tops[group]:
+                tops[group] = lsn
+        last[node] = tops
     with_lsn = [write for write in acked if write.lsn is not None]
     keys = [key if (key := write.key).__class__ is str else _key(key) for write in with_lsn]
-    # (LSN, key) -> the nodes lacking it: each node's set difference, kept where it applied a later LSN.
-    wanted = set(zip(map(_LSN, with_lsn), keys, strict=True))
-    lacking: dict[tuple[tuple[int, int], Any], list[str]] = {}
+    # (entry, key) -> the nodes lacking it: each node's set difference, kept where it applied a later LSN
+    # of the write's group.
+    wanted = {(_entry(write.group, write.lsn), key) for write, key in zip(with_lsn, keys, strict=True)}
+    lacking: dict[tuple[Any, Any], list[str]] = {}
     for node, table in applied.items():
-        top = last[node]
-        if top is None:
+        tops = last[node]
+        if not tops:
             continue  # applied nothing: cannot lack a write
         for entry in wanted.difference(table.items()):
-            if entry[0] <= top:
+            group, lsn = (None, entry[0]) if entry[0][0].__class__ is int else entry[0]
+            top = tops.get(group)
+            if top is not None and lsn <= top:
                 lacking.setdefault(entry, []).append(node)
     if lacking or findings.lost:
         nodes_of = list(applied)
@@ -677,7 +690,7 @@ def _check_journals(
             record = findings.lost.get(write.id)
             if record is not None:
                 record["journals"] = _journal_view(write, key, applied, last)
-            missing = lacking.get((write.lsn, key))
+            missing = lacking.get((_entry(write.group, write.lsn), key))
             if missing:
                 findings.counts["missing-on-node"] += 1
                 if len(findings.missing_on_node) < MAX_REPORTED:
@@ -697,19 +710,27 @@ def _check_journals(
 _ABSENT = object()
 
 
+def _entry(group: Any, lsn: tuple[int, int]) -> Any:
+    """An entry's identity in the journals: its LSN in the single group, ``(group, LSN)`` in a named one
+    (an LSN starts with an int, a group's name is a str: the two never collide)."""
+    return lsn if group is None else (group, lsn)
+
+
 def _journal_view(
     write: Operation,
     key: Any,
-    applied: Mapping[str, Mapping[tuple[int, int], Any]],
-    last: Mapping[str, tuple[int, int] | None],
+    applied: Mapping[str, Mapping[Any, Any]],
+    last: Mapping[str, Mapping[Any, tuple[int, int]]],
 ) -> dict[str, list[str]]:
     view: dict[str, list[str]] = {"applied": [], "lacking": [], "behind": []}
     if write.lsn is None:
         return view
+    entry = _entry(write.group, write.lsn)
     for node, table in applied.items():
-        if table.get(write.lsn, _ABSENT) == key:
+        top = last[node].get(write.group)
+        if table.get(entry, _ABSENT) == key:
             view["applied"].append(node)
-        elif last[node] is not None and write.lsn <= last[node]:
+        elif top is not None and write.lsn <= top:
             view["lacking"].append(node)
         else:
             view["behind"].append(node)

@@ -108,7 +108,8 @@ class Operation:
     ``output`` is what the completion reported (what a read returned), ``None`` unless ``ok``.
     ``ret`` is ``None`` for ``info`` operations: they may take effect at any time after ``call``.
     ``extra`` holds the invoke's fields beyond FORMATS.md's (``final``, a queue put's ``guid``, ...), or
-    ``None`` when it has none.
+    ``None`` when it has none. ``group`` is the completion's ``group`` (FORMATS.md: the shard, partition
+    or queue whose leader served it and whose ``lsn`` that is), ``None`` for the system's single group.
     """
 
     id: int
@@ -126,6 +127,7 @@ class Operation:
     lsn: tuple[int, int] | None = None
     error: str | None = None
     extra: dict[str, Any] | None = field(default=None, compare=False)  # not part of what happened
+    group: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -160,6 +162,8 @@ class Operation:
             out["lsn"] = list(self.lsn)
         if self.error is not None:
             out["error"] = self.error
+        if self.group is not None:
+            out["group"] = self.group
         return out
 
 
@@ -377,7 +381,7 @@ def _build(
             if key.__class__ is str:
                 key = names.setdefault(key, key)
         value = raw.get("value")
-        node = lsn = error = None
+        node = lsn = error = group = None
         if len(raw) > 7:  # more than the five required fields, key and value
             node = raw.get("node")
             if node is not None and node.__class__ is not str:
@@ -389,6 +393,9 @@ def _build(
             error = raw.get("error")
             if error is not None and error.__class__ is not str:
                 error = msgspec.json.encode(error).decode()
+            group = raw.get("group")
+            if group is not None and group.__class__ is not str:
+                raise HistoryError(source, number, f"group must be a string, not {group!r}")
         if keep_events:
             events.append(Event(index, time, process, kind, f, key, value, node, lsn, error, number, raw))
         if process == NEMESIS and kind == "info":
@@ -463,14 +470,14 @@ def _build(
                 i_value = value  # some recorders put a write's value only on its completion
             client[op_id] = Operation(
                 op_id, process, f, key, i_value, value, kind, i_time, time, i_index, index, node or i_node, lsn,
-                error, extra,
+                error, extra, group,
             )
             continue
         if kind == "info":
             crashed[process] = number
         client[op_id] = Operation(
             op_id, process, f, key, i_value, None, kind, i_time, time if kind == "fail" else None, i_index,
-            index, node or i_node, lsn, error, extra,
+            index, node or i_node, lsn, error, extra, group,
         )
     for invoke in outstanding.values():
         if invoke[8] >= 0:
@@ -550,7 +557,7 @@ def _by_index(op: Operation) -> Operation:
     return Operation(
         op.id, op.process, op.f, op.key, op.value, op.output, op.type, op.invoke_index,
         None if op.ret is None else op.complete_index, op.invoke_index, op.complete_index, op.node,
-        op.lsn, op.error, op.extra,
+        op.lsn, op.error, op.extra, op.group,
     )
 
 

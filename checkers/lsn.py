@@ -31,6 +31,13 @@ From the history (``ok`` client operations carrying ``lsn``; ``status`` operatio
   the one the read observed.
 * **reply-vs-log**: an LSN returned for a write on key K was applied in a journal with a different key.
 
+**Groups.** A system with a log per shard, partition or queue numbers each group's entries on its own
+(FORMATS.md: ``apply`` events and client completions may carry ``group``; absent, the system's single
+group). Every rule above holds within one group and LSNs are compared only within one group: an LSN is
+really ``(group, term, seq)``, so the same ``[term, seq]`` in two groups is two entries, apply-order is
+kept per node and group, and realtime-writes (``scope="log"``) orders each group's writes on their own.
+Findings in a group name it.
+
 A *retry* is a write of the same entry (same ``f``, ``key`` and non-null ``value``: values are unique
 per key in our workloads, GUIDs per message) as an earlier-invoked write that did not ``fail``. A retry
 may be acknowledged with the LSN of the entry its predecessor created, perhaps long ago (seed 004's PUT
@@ -87,40 +94,56 @@ class _Findings:
         return None
 
 
+def _entry_key(group: Any, lsn: tuple[int, int]) -> Any:
+    """What identifies a log entry: its LSN in the single group, ``(group, LSN)`` in a named one (an LSN's
+    first element is an int, a group's name a str, so the two never collide)."""
+    return lsn if group is None else (group, lsn)
+
+
+def _in(group: Any) -> str:
+    """`` in group G`` for a finding in a named group, nothing for the single group."""
+    return "" if group is None else f" in group {group}"
+
+
 def _check_journals(
     journals: Mapping[str, list[JournalEvent]], findings: _Findings
-) -> dict[tuple[int, int], JournalEvent]:
-    """apply-order and log-divergence; returns LSN -> first apply event of it (for reply-vs-log)."""
-    first_apply: dict[tuple[int, int], JournalEvent] = {}
-    diverged: set[tuple[tuple[int, int], str]] = set()
+) -> dict[Any, JournalEvent]:
+    """apply-order and log-divergence; returns entry key (:func:`_entry_key`) -> first apply event of it
+    (for reply-vs-log)."""
+    first_apply: dict[Any, JournalEvent] = {}
+    diverged: set[tuple[Any, str]] = set()
     for node, events in journals.items():
-        last: JournalEvent | None = None
-        last_lsn: tuple[int, int] | None = None
+        # group -> (last apply event, its LSN) in this lifetime of the node
+        lasts: dict[Any, tuple[JournalEvent, tuple[int, int]]] = {}
         for event in events:
             kind = event.event
             if kind != "apply":
                 if kind == "start":
-                    last = last_lsn = None
+                    lasts.clear()
                 continue
             data = event.data
             lsn = data["lsn"]
-            if last_lsn is not None and lsn <= last_lsn:
-                findings.add(
-                    "apply-order",
-                    {
-                        "node": node,
-                        "summary": (
-                            f"{node} applied LSN {list(lsn)} (journal line {event.line}) after "
-                            f"{list(last.data['lsn'])} (line {last.line}) without a restart in between"
-                        ),
-                        "earlier": last.to_json(),
-                        "later": event.to_json(),
-                    },
-                )
-            last, last_lsn = event, lsn
-            seen = first_apply.get(lsn)
+            group = data.get("group")
+            previous = lasts.get(group)
+            if previous is not None and lsn <= previous[1]:
+                last = previous[0]
+                example = {
+                    "node": node,
+                    "summary": (
+                        f"{node} applied LSN {list(lsn)}{_in(group)} (journal line {event.line}) after "
+                        f"{list(last.data['lsn'])} (line {last.line}) without a restart in between"
+                    ),
+                    "earlier": last.to_json(),
+                    "later": event.to_json(),
+                }
+                if group is not None:
+                    example["group"] = group
+                findings.add("apply-order", example)
+            lasts[group] = (event, lsn)
+            entry = _entry_key(group, lsn)
+            seen = first_apply.get(entry)
             if seen is None:
-                first_apply[lsn] = event
+                first_apply[entry] = event
                 continue
             other = seen.data
             if (
@@ -130,28 +153,28 @@ def _check_journals(
                 and other.get("guid") == data.get("guid")
             ):
                 continue  # the same entry (see the module docstring)
-            if (lsn, event.node) not in diverged:
-                diverged.add((lsn, event.node))
-                findings.add(
-                    "log-divergence",
-                    {
-                        "lsn": list(lsn),
-                        "summary": (
-                            f"LSN {list(lsn)} applied as two different entries: {seen.node} journal line "
-                            f"{seen.line} (key {seen.data.get('key')!r}) and {event.node} journal line "
-                            f"{event.line} (key {event.data.get('key')!r})"
-                        ),
-                        "first": seen.to_json(),
-                        "second": event.to_json(),
-                    },
-                )
+            if (entry, event.node) not in diverged:
+                diverged.add((entry, event.node))
+                example = {
+                    "lsn": list(lsn),
+                    "summary": (
+                        f"LSN {list(lsn)}{_in(group)} applied as two different entries: {seen.node} journal "
+                        f"line {seen.line} (key {seen.data.get('key')!r}) and {event.node} journal line "
+                        f"{event.line} (key {event.data.get('key')!r})"
+                    ),
+                    "first": seen.to_json(),
+                    "second": event.to_json(),
+                }
+                if group is not None:
+                    example["group"] = group
+                findings.add("log-divergence", example)
     return first_apply
 
 
 class _Gathered:
     """Operations gathered in one pass for the real-time rules, with the fields those read."""
 
-    __slots__ = ("ops", "calls", "rets", "lsns", "keys")
+    __slots__ = ("ops", "calls", "rets", "lsns", "keys", "grouped")
 
     def __init__(self) -> None:
         self.ops: list[Operation] = []
@@ -159,6 +182,7 @@ class _Gathered:
         self.rets: list[int] = []
         self.lsns: list[tuple[int, int]] = []
         self.keys: list[Any] = []
+        self.grouped = False  # some operation names a group
 
     def add(self, op: Operation, lsn: tuple[int, int]) -> None:
         self.ops.append(op)
@@ -166,6 +190,18 @@ class _Gathered:
         self.rets.append(op.ret)  # type: ignore[arg-type]  # ok operations have completed
         self.lsns.append(lsn)
         self.keys.append(op.key)
+        if op.group is not None:
+            self.grouped = True
+
+    def group_keys(self, grouped: bool) -> list[Any]:
+        """The operations' keys, as ``(group, key)`` when some operation of the history names a group
+        (keys are compared within one group only)."""
+        if not grouped:
+            return self.keys
+        return [(op.group, _hashable_key(key)) for op, key in zip(self.ops, self.keys, strict=True)]
+
+    def groups(self) -> list[Any]:
+        return [op.group for op in self.ops]
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -277,9 +313,9 @@ def _hashable_key(key: Any) -> Any:
 def _pair(kind_text: str, a: Operation, b: Operation) -> dict[str, Any]:
     node_a = f" on {a.node}" if a.node else ""
     node_b = f" on {b.node}" if b.node else ""
-    return {
+    pair = {
         "summary": (
-            f"{kind_text}: {a.f} of key {a.key!r}{node_a} completed at {a.ret} ns (history line "
+            f"{kind_text}{_in(b.group)}: {a.f} of key {a.key!r}{node_a} completed at {a.ret} ns (history line "
             f"{(a.complete_index or 0) + 1}) with LSN {list(a.lsn or ())}, before {b.f} of key {b.key!r}"
             f"{node_b} was invoked at {b.call} ns (line {b.invoke_index + 1}), which returned LSN "
             f"{list(b.lsn or ())}"
@@ -287,11 +323,14 @@ def _pair(kind_text: str, a: Operation, b: Operation) -> dict[str, Any]:
         "earlier": a.evidence(),
         "later": b.evidence(),
     }
+    if b.group is not None:
+        pair["group"] = b.group
+    return pair
 
 
 def _check_history(
     history: History,
-    first_apply: Mapping[tuple[int, int], JournalEvent],
+    first_apply: Mapping[Any, JournalEvent],
     findings: _Findings,
     scope: Literal["log", "key"],
 ) -> dict[str, int]:
@@ -303,7 +342,7 @@ def _check_history(
     writes, reads = _Gathered(), _Gathered()
     reacks: set[int] = set()
     entries: set[Any] = set()  # (f, key, value) of every non-failed write so far: what a retry repeats
-    first_write: dict[tuple[int, int], Operation] = {}
+    first_write: dict[Any, Operation] = {}  # entry key (_entry_key) -> the first write acknowledged with it
     claim, applied_at = first_write.setdefault, first_apply.get
     for op in history.ops:
         f, kind, lsn = op.f, op.type, op.lsn
@@ -327,47 +366,54 @@ def _check_history(
         if kind != "ok" or lsn is None or op.process == NEMESIS:
             continue
         writes.add(op, lsn)
-        seen = claim(lsn, op)
+        group = op.group
+        entry = lsn if group is None else (group, lsn)  # _entry_key, inlined: once per write
+        seen = claim(entry, op)
         if seen is not op and not _same_op_entry(seen, op):
-            findings.add(
-                "duplicate-lsn",
-                {
-                    "lsn": list(lsn),
-                    "summary": (
-                        f"LSN {list(lsn)} returned for two different writes: {seen.f} {seen.key!r} "
-                        f"{seen.value!r} (history line {seen.invoke_index + 1}) and {op.f} {op.key!r} "
-                        f"{op.value!r} (line {op.invoke_index + 1})"
-                    ),
-                    "first": seen.evidence(),
-                    "second": op.evidence(),
-                },
-            )
-        applied = applied_at(lsn)
+            example = {
+                "lsn": list(lsn),
+                "summary": (
+                    f"LSN {list(lsn)}{_in(group)} returned for two different writes: {seen.f} {seen.key!r} "
+                    f"{seen.value!r} (history line {seen.invoke_index + 1}) and {op.f} {op.key!r} "
+                    f"{op.value!r} (line {op.invoke_index + 1})"
+                ),
+                "first": seen.evidence(),
+                "second": op.evidence(),
+            }
+            if group is not None:
+                example["group"] = group
+            findings.add("duplicate-lsn", example)
+        applied = applied_at(entry)
         if applied is not None and applied.data.get("key") != op.key:
-            findings.add(
-                "reply-vs-log",
-                {
-                    "lsn": list(lsn),
-                    "summary": (
-                        f"{op.f} of key {op.key!r} (history line {op.invoke_index + 1}) was acknowledged "
-                        f"with LSN {list(lsn)}, which {applied.node} applied for key "
-                        f"{applied.data.get('key')!r} (journal line {applied.line})"
-                    ),
-                    "operation": op.evidence(),
-                    "apply": applied.to_json(),
-                },
-            )
+            example = {
+                "lsn": list(lsn),
+                "summary": (
+                    f"{op.f} of key {op.key!r} (history line {op.invoke_index + 1}) was acknowledged "
+                    f"with LSN {list(lsn)}{_in(group)}, which {applied.node} applied for key "
+                    f"{applied.data.get('key')!r} (journal line {applied.line})"
+                ),
+                "operation": op.evidence(),
+                "apply": applied.to_json(),
+            }
+            if group is not None:
+                example["group"] = group
+            findings.add("reply-vs-log", example)
 
     # The real-time rules, on ranks of LSNs and times shared by writes and reads.
     w, r = _columns(writes, reads)
     nw = len(w.ops)
-    # realtime-writes: over the whole log, or per key.
-    groups = np.zeros(nw, dtype=np.int64) if scope == "log" else _groups(writes.keys, {})
+    # realtime-writes: over the whole log (each group's log, where there are groups), or per key.
+    grouped = writes.grouped or reads.grouped
+    if scope == "log":
+        groups = _groups(writes.groups(), {}) if grouped else np.zeros(nw, dtype=np.int64)
+    else:
+        groups = _groups(writes.group_keys(grouped), {})
     for a, b in _sweep(w, groups, w, groups, strict=False, skip=reacks):
         findings.add("realtime-writes", _pair("a later write has a smaller LSN", a, b))
-    # Reads on their own key, keys in the order reads first name them.
+    # Reads on their own key (and group), keys in the order reads first name them.
     numbers: dict[Any, int] = {}
-    read_groups, write_groups = _groups(reads.keys, numbers), _groups(writes.keys, numbers)
+    read_groups = _groups(reads.group_keys(grouped), numbers)
+    write_groups = _groups(writes.group_keys(grouped), numbers)
     for a, b in _sweep(
         r + w,
         np.concatenate([read_groups, write_groups]),

@@ -19,6 +19,7 @@ from checkers.registry import CHECKERS
 from harness.db.plugin import DBPlugin, PluginError, installed
 from harness.spec import LIMITS, ConfigError, TestSpec
 from harness.subcommand import count, fault_packages, rate, seconds
+from nemesis.faults import LEADER_GROUP_SELECTORS
 from nemesis.generator import nemesis_names
 from workloads.generator import workload_names
 from workloads.ops import CLIENT_BINDINGS
@@ -59,6 +60,11 @@ def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None,
     parser.add_argument("--client-binding", choices=CLIENT_BINDINGS, default="leader",
                         help="where each client's operations go first: leader (follow the leader, default) or "
                              "node (worker s stays at node s mod n, Jepsen's binding; docs/workloads.md)")
+    parser.add_argument("--leader-group", default="most", metavar="SELECTOR",
+                        help=f"where the system has a leader per group (shard, partition, queue): whose leader "
+                             f"faults aimed at the leader hit: {', '.join(LEADER_GROUP_SELECTORS)} (the node "
+                             "leading the most groups, default; a random group's leader; the cluster-level "
+                             "leader) or a group's name (group:NAME); docs/nemesis.md")
     parser.add_argument("--recovery-timeout", type=seconds, default=30.0,
                         help="seconds the final phase waits for a recovered leader, and for each node to catch up "
                              "(default 30)")
@@ -127,6 +133,7 @@ def spec_from_args(
         rate=args.rate,
         checkers=checkers,
         client_binding=args.client_binding,
+        leader_group=args.leader_group,
     )
     for name in ("platform", "hosts", "image", "node_memory", "node_pids"):
         if hasattr(args, name):

@@ -80,6 +80,8 @@ class Composition:
             argv += ["--checkers", ",".join(spec.checkers)]
         if spec.client_binding != defaults.client_binding:
             argv += ["--client-binding", spec.client_binding]
+        if spec.leader_group != defaults.leader_group:
+            argv += ["--leader-group", spec.leader_group]
         for name in ("node_memory", "node_pids"):
             if getattr(spec, name) != getattr(defaults, name):
                 argv += ["--" + name.replace("_", "-"), str(getattr(spec, name))]

@@ -158,11 +158,14 @@ class HistoryWriter:
         node: str | None = None,
         lsn: Any = None,
         error: str | None = None,
+        group: str | None = None,
     ) -> dict[str, Any]:
-        """Record the completion (``ok``, ``fail`` or ``info``) of ``process``'s outstanding operation."""
+        """Record the completion (``ok``, ``fail`` or ``info``) of ``process``'s outstanding operation.
+        ``group`` (FORMATS.md): the group whose leader served it, or that a nemesis operation aimed at;
+        ``None`` (not written) for the system's single group."""
         if type not in ("ok", "fail", "info"):
             raise ValueError(f"a completion is ok, fail or info, not {type!r}")
-        return self.append(process, type, f, key, value, node=node, lsn=lsn, error=error)
+        return self.append(process, type, f, key, value, node=node, lsn=lsn, error=error, group=group)
 
     def close(self) -> None:
         with self._lock:

@@ -15,8 +15,9 @@ One asyncio event loop runs, for the chaos phase of a test:
   actually applied, or the error that prevented it.
 * one *status poller* per node, each on its own process id, which asks its node for its status about
   once a second and records the observation as a client-like ``status`` operation (``ok`` value:
-  ``node``, ``role``, ``term``, ``leader``, ``commit_lsn``, ``last_lsn``). These feed the leader timeline,
-  single-leader-per-term on systems without journals, and leader targeting.
+  ``node``, ``role``, ``term``, ``leader``, ``commit_lsn``, ``last_lsn``, and ``groups`` where the system
+  reports a leader per group). These feed the leader timeline, single-leader-per-term on systems without
+  journals, and leader targeting.
 
 When the time limit is reached the workers stop taking new operations (those in flight finish or time
 out), the nemesis stops after its current fault, and the *final phase* runs: the nemesis applies the
@@ -30,8 +31,16 @@ Process ids: workers start as ``0 .. concurrency-1``, pollers take the next ``le
 every replacement process takes the next unused id after those.
 
 Before the first operation, with a status probe, the interpreter waits (bounded by ``leader_timeout``)
-until some node says it leads; that wait is not recorded, and the history's time 0 is when the workload
-starts (:meth:`HistoryWriter.start`).
+until some node says it leads (the cluster, or one of its groups); that wait is not recorded, and the
+history's time 0 is when the workload starts (:meth:`HistoryWriter.start`).
+
+Groups (a storage shard, a partition, a queue with a leader of its own: docs/db-adapter.md, "The status
+contract"). Where statuses report ``groups``, :class:`ClusterView` keeps each group's leader, and the last
+node known to lead it; a fault aimed at "the leader" hits the node the run's leader-group selector picks
+(``InterpreterConfig.leader_group``, ``nemesis.faults.choose_leader``: by default the node that leads the
+most groups), a group whose leader is not freshly known through the last node known to lead it, and its
+completion names the group it aimed at; recovery waits for a leader in every group. A system that reports
+no groups is treated exactly as before groups existed.
 
 Time: the interpreter reads only ``clock()`` (monotonic seconds, default: the event loop's clock) and
 waits only through the event loop. That is what makes it the simulator's interpreter too: there it runs
@@ -50,21 +59,22 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.db import STATUS_FIELDS, StatusError
+from harness.db import GROUP_FIELDS, GROUPS, STATUS_FIELDS, StatusError
 from harness.history import HistoryWriter
-from nemesis.faults import Outcome
+from nemesis.faults import Outcome, aims_at_leader, choose_leader, parse_leader_group, selected_group
 from workloads.ops import FinalOps, Op, bind, home_node
 
 log = logging.getLogger(__name__)
 
 NEMESIS_PROCESS = "nemesis"
 STATUS_F = "status"
-READ_LIKE = frozenset({"read", "consume", "status"})
+READ_LIKE = frozenset({"read", "consume", "status", "poll"})
 FINAL_GIVE_UP_AFTER = 3  # consecutive info completions after which a node's final operations stop
 
 
@@ -77,6 +87,7 @@ class Completion:
     node: str | None = None
     lsn: Any = None
     error: str | None = None
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if self.type not in ("ok", "fail", "info"):
@@ -92,6 +103,7 @@ class Completion:
             node=data.get("node"),
             lsn=data.get("lsn"),
             error=data.get("error"),
+            group=data.get("group"),
         )
 
     def recorded_value(self, op: Op) -> Any:
@@ -120,6 +132,9 @@ class WorkloadClient(Protocol):
     async def invoke(self, op: Op) -> Completion | Mapping[str, Any]: ...
 
     async def close(self) -> None: ...
+
+    # Optional: ``prepare(op) -> Op``, called before the invoke is recorded, without I/O, to fill in what
+    # only the client knows (``workloads.log``: the offset a poll reads from). ``Interpreter._execute``.
 
 
 ClientFactory = Callable[[int], Awaitable[WorkloadClient]]
@@ -183,16 +198,46 @@ class NodeObservation:
 
 
 class ClusterView:
-    """What the status pollers last saw: who leads, in which term. Observations go stale."""
+    """What the status pollers last saw: who leads, in which term, per group where the system reports
+    groups. Observations go stale; the last node known to lead each group is remembered."""
 
     def __init__(self, nodes: Sequence[str], clock: Callable[[], float], stale_after: float = 3.0) -> None:
         self.nodes = tuple(nodes)
         self._clock = clock
         self.stale_after = stale_after
         self.observations: dict[str, NodeObservation] = {}
+        self.members: dict[str, set[str]] = {}
+        """Group -> the nodes that have reported it (empty: the system reports no groups)."""
+        self.cluster_level = False
+        """Whether a grouped system has a cluster-level leader: some status claimed or named one."""
+        self._last: dict[str | None, tuple[int, int, str]] = {}  # group -> (term, claimed, node), grouped only
+
+    @property
+    def grouped(self) -> bool:
+        """Whether some status has reported ``groups``."""
+        return bool(self.members)
 
     def observe(self, node: str, status: Mapping[str, Any] | None, error: str | None = None) -> None:
         self.observations[node] = NodeObservation(self._clock(), status, error)
+        if status is None or not (self.members or status.get(GROUPS)):
+            return
+        if status.get("role") == "leader" or status.get("leader"):
+            self.cluster_level = True
+            self._remember(None, node, status)
+        for entry in group_entries(status):
+            self.members.setdefault(entry["group"], set()).add(node)
+            self._remember(entry["group"], node, entry)
+
+    def _remember(self, group: str | None, node: str, view: Mapping[str, Any]) -> None:
+        """Keep the last node known to lead ``group``: a claim, else a leader named, in the highest term."""
+        claimed = view.get("role") == "leader"
+        leader = node if claimed else view.get("leader")
+        if not isinstance(leader, str) or not leader:
+            return
+        seen = (_term(view), int(claimed), leader)
+        known = self._last.get(group)
+        if known is None or seen[:2] >= known[:2]:
+            self._last[group] = seen
 
     def fresh(self, since: float | None = None) -> dict[str, Mapping[str, Any]]:
         """Status of every node that answered within ``stale_after`` seconds (and at or after ``since``)."""
@@ -211,19 +256,49 @@ class ClusterView:
         If no node claims it, the leader most fresh followers name in their highest term.
         ``since``: only observations made at or after that time count.
         """
-        fresh = self.fresh(since)
-        claims = [
-            (int(s.get("term") or 0), node) for node, s in fresh.items() if s.get("role") == "leader"
-        ]
-        if claims:
-            term, node = max(claims)
-            return node, term
-        named = [(int(s.get("term") or 0), s.get("leader")) for s in fresh.values() if s.get("leader")]
-        if named:
-            top = max(term for term, _ in named)
-            votes = Counter(leader for term, leader in named if term == top)
-            return votes.most_common(1)[0][0], top
-        return None, max((int(s.get("term") or 0) for s in fresh.values()), default=None)
+        return _leader_of(self.fresh(since))
+
+    def group_statuses(self, group: str, since: float | None = None) -> dict[str, Mapping[str, Any]]:
+        """Each freshly observed node's entry for ``group`` (what :meth:`leader` reads for the
+        cluster-level group)."""
+        return {
+            node: entry
+            for node, status in self.fresh(since).items()
+            for entry in group_entries(status)
+            if entry["group"] == group
+        }
+
+    def group_leader(self, group: str, since: float | None = None) -> tuple[str | None, int | None]:
+        """:meth:`leader`'s rule within one group."""
+        return _leader_of(self.group_statuses(group, since))
+
+    def leaders(self) -> dict[str | None, str | None]:
+        """Each known group's leader to aim at (the key ``None``: the cluster-level group, where there is
+        one): the fresh one by :meth:`leader`'s rule, else the last node known to lead it."""
+        out: dict[str | None, str | None] = {}
+        if self.cluster_level:
+            out[None] = self.leader()[0] or self._last_leader(None)
+        for group in sorted(self.members):
+            out[group] = self.group_leader(group)[0] or self._last_leader(group)
+        return out
+
+    def _last_leader(self, group: str | None) -> str | None:
+        known = self._last.get(group)
+        return known[2] if known else None
+
+    def target(
+        self, selector: str = "most", rng: random.Random | None = None
+    ) -> tuple[str | None, str | None, str | None]:
+        """The node a fault aimed at "the leader" hits now, the group it is aimed at, and why there is
+        none (``nemesis.faults.choose_leader``). A system that reports no groups has one: its leader by
+        :meth:`leader`, whatever the selector (unless it names a group), with no reason of its own when
+        none is known (the fault driver says it)."""
+        if not self.grouped:
+            named = selected_group(selector)
+            if named is not None:
+                return None, named, f"no status has reported group {named!r}, so it has no leader to target"
+            return self.leader()[0], None, None
+        return choose_leader(selector, self.leaders(), self.nodes, rng)
 
     def recovered(self, since: float | None = None) -> bool:
         """The cluster can serve the final operations: a leader that, freshly observed, says itself that it
@@ -235,18 +310,74 @@ class ClusterView:
         unreachable one. ``since`` (the time of the final heal): only what was observed afterwards counts,
         because an observation from before the heal may name a leader the heal is about to depose. The
         simulator applies the same rule (docs/simulation.md).
+
+        Where statuses report groups, the rule must hold in every group known (and in the cluster-level
+        group where there is one), a majority being of the nodes that have reported the group.
         """
-        leader, term = self.leader(since)
-        fresh = self.fresh(since)
-        if leader is None or (fresh.get(leader) or {}).get("role") != "leader":
-            return False
-        agreeing = sum(
-            1
-            for node, s in fresh.items()
-            if (s.get("leader") == leader or (node == leader and s.get("role") == "leader"))
-            and int(s.get("term") or 0) == term
-        )
-        return agreeing > len(self.nodes) // 2
+        return not self.unrecovered(since)
+
+    def unrecovered(self, since: float | None = None) -> list[str]:
+        """The groups without a recovered leader (:meth:`recovered`), ``"cluster"`` naming the
+        cluster-level group; empty when the cluster has recovered."""
+        waiting = []
+        if (not self.grouped or self.cluster_level) and not _recovered_in(self.fresh(since), len(self.nodes)):
+            waiting.append("cluster")
+            if not self.grouped:
+                return waiting
+        for group, members in sorted(self.members.items()):
+            if not _recovered_in(self.group_statuses(group, since), len(members)):
+                waiting.append(group)
+        return waiting
+
+
+def group_entries(status: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """The well-formed entries of a status's ``groups`` (objects with a string ``group``)."""
+    groups = status.get(GROUPS)
+    if not isinstance(groups, list):
+        return
+    for entry in groups:
+        if isinstance(entry, Mapping) and isinstance(entry.get("group"), str):
+            yield entry
+
+
+def leads_something(status: Mapping[str, Any]) -> bool:
+    """Whether a status says its node leads the cluster or one of its groups."""
+    return status.get("role") == "leader" or any(e.get("role") == "leader" for e in group_entries(status))
+
+
+def _term(view: Mapping[str, Any]) -> int:
+    term = view.get("term")
+    return term if isinstance(term, int) and not isinstance(term, bool) else 0
+
+
+def _leader_of(statuses: Mapping[str, Mapping[str, Any]]) -> tuple[str | None, int | None]:
+    """:meth:`ClusterView.leader`'s rule over one group's views (node -> its status, or its group entry)."""
+    claims = [
+        (int(s.get("term") or 0), node) for node, s in statuses.items() if s.get("role") == "leader"
+    ]
+    if claims:
+        term, node = max(claims)
+        return node, term
+    named = [(int(s.get("term") or 0), s.get("leader")) for s in statuses.values() if s.get("leader")]
+    if named:
+        top = max(term for term, _ in named)
+        votes = Counter(leader for term, leader in named if term == top)
+        return votes.most_common(1)[0][0], top
+    return None, max((int(s.get("term") or 0) for s in statuses.values()), default=None)
+
+
+def _recovered_in(statuses: Mapping[str, Mapping[str, Any]], size: int) -> bool:
+    """:meth:`ClusterView.recovered`'s rule over one group's views, a majority being of ``size`` nodes."""
+    leader, term = _leader_of(statuses)
+    if leader is None or (statuses.get(leader) or {}).get("role") != "leader":
+        return False
+    agreeing = sum(
+        1
+        for node, s in statuses.items()
+        if (s.get("leader") == leader or (node == leader and s.get("role") == "leader"))
+        and int(s.get("term") or 0) == term
+    )
+    return agreeing > size // 2
 
 
 @dataclass(frozen=True)
@@ -265,9 +396,13 @@ class InterpreterConfig:
     leader_poll: float = 0.2
     client_binding: str = "leader"
     """Where a worker's operations go first (``workloads.ops.CLIENT_BINDINGS``)."""
+    leader_group: str = "most"
+    """Whose leader faults aimed at "the leader" hit where the system has several groups
+    (``nemesis.faults.LEADER_GROUP_SELECTORS``, or a group's name)."""
 
     def __post_init__(self) -> None:
         home_node(self.client_binding, 0, ())  # a bad name fails here, with the valid ones
+        parse_leader_group(self.leader_group)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.time_limit <= 0:
@@ -331,6 +466,7 @@ class Interpreter:
         run_fault: FaultRunner = run_in_thread,
         scripts: Mapping[int, Sequence[Op]] | None = None,
         on_start: Callable[[], None] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.history = history
         self.nodes = tuple(nodes)
@@ -346,6 +482,8 @@ class Interpreter:
         self.run_fault = run_fault
         self.scripts = None if scripts is None else {int(slot): list(ops) for slot, ops in scripts.items()}
         self.on_start = on_start
+        self.rng = rng if rng is not None else random.Random(0)
+        """Draws the group a ``random`` leader-group selector aims at (the run's: ``rng_for(seed, ...)``)."""
         self.invoked: dict[int, list[Op]] = {}
         """Worker slot -> the operations it invoked in the chaos phase, in order."""
         self._clock = clock
@@ -428,7 +566,7 @@ class Interpreter:
                     raise
                 except Exception:  # noqa: BLE001 - not up yet
                     continue
-                if status.get("role") == "leader":
+                if leads_something(status):
                     log.info("first leader %s in term %s", node, status.get("term"))
                     return
             await asyncio.sleep(self.config.leader_poll)
@@ -503,8 +641,13 @@ class Interpreter:
     ) -> Completion:
         """Invoke ``op`` as ``process``, wait at most ``timeout`` seconds, record the completion.
 
-        Final-phase invokes carry ``"final": true``, which the durability checker reads.
+        Final-phase invokes carry ``"final": true``, which the durability checker reads. A client with a
+        ``prepare(op) -> Op`` method (:class:`WorkloadClient`) is given the op first, and the invoke records
+        what it returns: the log workload's client fills in the offset a poll reads from there.
         """
+        prepare = getattr(client, "prepare", None)
+        if prepare is not None:
+            op = prepare(op)  # fills in what only the client knows, e.g. where a poll reads from
         # ``final`` is written only on the final phase's invokes (the writer omits a None field).
         self.history.invoke(process, op.f, op.key, op.value, node=op.node, final=final or None)
         self.stats.invoked += 1
@@ -530,6 +673,7 @@ class Interpreter:
             node=completion.node or op.node,
             lsn=completion.lsn,
             error=completion.error,
+            group=completion.group,
         )
         self.stats.completed[completion.type] += 1
         return completion
@@ -547,6 +691,12 @@ class Interpreter:
                     status = await self.status(node, self.config.status_timeout)
                 value = {name: status.get(name) for name in STATUS_FIELDS}
                 value["node"] = value["node"] or node
+                groups = status.get(GROUPS)
+                if groups is not None:  # a single-group system's observation stays as it was
+                    value[GROUPS] = [
+                        {name: entry.get(name) for name in GROUP_FIELDS} if isinstance(entry, Mapping) else entry
+                        for entry in groups
+                    ] if isinstance(groups, list | tuple) else groups
                 self.view.observe(node, value)
             except TimeoutError:
                 kind, error = "info", f"no status within {self.config.status_timeout:g} s"
@@ -595,9 +745,16 @@ class Interpreter:
         f, value = nemesis.describe(fault)
         self.history.invoke(NEMESIS_PROCESS, f, None, value)
         self.stats.faults_invoked[f] += 1
-        leader, _ = self.view.leader()
+        group = reason = None
+        if aims_at_leader(fault):
+            leader, group, reason = self.view.target(self.config.leader_group, self.rng)
+        else:
+            leader, _ = self.view.leader()
         try:
-            outcome = await self.run_fault(lambda: nemesis.apply(fault, leader))
+            if leader is None and reason is not None:
+                outcome = Outcome(error=reason)  # the group aimed at has no leader known: recorded as skipped
+            else:
+                outcome = await self.run_fault(lambda: nemesis.apply(fault, leader))
         except asyncio.CancelledError:
             self.history.complete(NEMESIS_PROCESS, "info", f, None, None, error="cancelled: the run stopped")
             raise
@@ -606,7 +763,8 @@ class Interpreter:
             log.debug("nemesis %s traceback", f, exc_info=True)
             outcome = Outcome(error=f"{type(exc).__name__}: {exc}")
         self.history.complete(
-            NEMESIS_PROCESS, "ok" if outcome.applied else "info", f, None, outcome.value, error=outcome.error
+            NEMESIS_PROCESS, "ok" if outcome.applied else "info", f, None, outcome.value, error=outcome.error,
+            group=group,
         )
         if outcome.applied:
             self.stats.faults_applied[f] += 1
@@ -620,7 +778,8 @@ class Interpreter:
     async def _recover(self) -> None:
         """The schedule's final heal phase, then whatever the driver still sees in effect (a heal that
         failed, a fault the schedule does not heal); then wait, bounded, until the pollers see, after the
-        heal, a leader that says it leads and that a majority names (:meth:`ClusterView.recovered`)."""
+        heal, a leader that says it leads and that a majority names (:meth:`ClusterView.recovered`), in every
+        group the statuses have reported."""
         if self.nemesis is not None:
             for entry in self.schedule:
                 if entry.at >= self.config.time_limit:
@@ -634,8 +793,8 @@ class Interpreter:
         deadline = self.elapsed() + self.config.recovery_timeout
         while not self.view.recovered(since=healed_at):
             if self.elapsed() >= deadline:
-                log.warning("no leader confirmed by itself and a majority after the heal within %.0f s",
-                            self.config.recovery_timeout)
+                log.warning("no leader confirmed by itself and a majority after the heal within %.0f s (%s)",
+                            self.config.recovery_timeout, ", ".join(self.view.unrecovered(since=healed_at)))
                 self.stats.recovered = False
                 return
             await asyncio.sleep(min(self.config.status_interval / 4, max(deadline - self.elapsed(), 0.0)))

@@ -24,11 +24,17 @@ SINGLE_LEADER = "single-leader-per-term"
 
 
 def observed_not_applicable(history: History, journals: Mapping[str, Any] | None) -> dict[str, str]:
-    """What the run itself shows cannot be judged: terms, when every status observation said ``null``."""
+    """What the run itself shows cannot be judged: terms, when every status observation said ``null``
+    (top-level and in each of its ``groups``: a system with terms per queue only still has terms)."""
     found: dict[str, str] = {}
     if not journals:
-        terms = [op.output.get("term") for op in history.ops
-                 if op.f == STATUS and op.type == "ok" and isinstance(op.output, Mapping)]
+        terms = []
+        for op in history.ops:
+            if op.f == STATUS and op.type == "ok" and isinstance(op.output, Mapping):
+                terms.append(op.output.get("term"))
+                groups = op.output.get("groups")
+                if isinstance(groups, list):
+                    terms += [entry.get("term") for entry in groups if isinstance(entry, Mapping)]
         if terms and all(term is None for term in terms):
             found[SINGLE_LEADER] = "the system reports no election terms (every status had term null)"
     return found

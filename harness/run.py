@@ -38,7 +38,7 @@ from harness.platforms import Launch, Session
 from harness.platforms.real import RealPlatform
 from harness.platforms.sim import SimPlatform
 from harness.signals import Interrupts
-from harness.spec import ConfigError, TestSpec
+from harness.spec import ConfigError, TestSpec, rng_for
 from nemesis.generator import ScheduledFault
 from workloads.generator import script_lines
 from workloads.ops import Op
@@ -196,6 +196,7 @@ def run(
                     recovery_timeout=spec.recovery_timeout,
                     leader_timeout=spec.leader_timeout,
                     client_binding=spec.client_binding,
+                    leader_group=spec.leader_group,
                 ),
                 nemesis=session.nemesis,
                 schedule=schedule,
@@ -205,6 +206,7 @@ def run(
                 run_fault=session.run_fault,
                 scripts=scripts,
                 on_start=history_started,
+                rng=rng_for(spec.seed, "leader-group"),
             )
             session.execute(_bounded(interpreter, session.bound))
             timings["interpreted_s"] = round(time.monotonic() - started, 3)

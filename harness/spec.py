@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from harness.topology import MIN_PIDS, NODE_MEMORY, NODE_PIDS, memory_bytes
+from nemesis.faults import parse_leader_group
 from workloads.ops import CLIENT_BINDINGS
 
 PLATFORMS = ("docker", "ssh", "sim")
@@ -119,6 +120,10 @@ class TestSpec:
     client_binding: str = "leader"
     """Where a worker's operations go first (``workloads.ops.CLIENT_BINDINGS``); a spec stored before the
     binding existed reads as ``leader``, which is what those runs did."""
+    leader_group: str = "most"
+    """Where the system reports a leader per group: whose leader faults aimed at "the leader" hit
+    (``nemesis.faults.LEADER_GROUP_SELECTORS`` or a group's name); a single-group system is unaffected, and a
+    spec stored before groups existed reads as ``most``, which is what those runs did."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nemesis", tuple(self.nemesis))
@@ -148,6 +153,10 @@ class TestSpec:
             raise ConfigError(f"--checkers must be checker names, not {list(self.checkers)!r}")
         if self.client_binding not in CLIENT_BINDINGS:
             raise ConfigError(f"--client-binding must be one of {', '.join(CLIENT_BINDINGS)}, not {self.client_binding!r}")
+        try:
+            parse_leader_group(self.leader_group)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         for name, limit in LIMITS.items():
             limit.check(name, getattr(self, name))
         try:

@@ -26,7 +26,7 @@ does not exist in that mode) is skipped rather than an error.
 Run options, in ``[suite]`` or per ``[[matrix]]``: ``db``, ``time_limit``, ``nodes``, ``concurrency``,
 ``rate``, ``op_timeout``, ``nemesis_interval``, ``platform`` (``docker``, ``ssh``, or ``sim``: the
 deterministic simulator, ``harness simulate``), ``hosts``, ``client_binding`` (``leader`` or ``node``:
-``harness run --client-binding``). An unknown key or a bad value is one sentence
+``harness run --client-binding``), ``leader_group`` (``harness run --leader-group``). An unknown key or a bad value is one sentence
 naming the file, the table and the key (exit 254), before any run starts: every expanded run is composed
 by the controller (or the simulator) first, so a bug that does not apply to a mode fails here, not at 3
 a.m.
@@ -75,6 +75,7 @@ RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "platform": str,
     "hosts": str,
     "client_binding": str,
+    "leader_group": str,
 }
 PLATFORM_SIM = "sim"
 RUN_CHECK_TIMEOUT = 10.0

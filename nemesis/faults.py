@@ -18,6 +18,13 @@ Targets are either named nodes (a tuple) or one of :data:`TARGET_SPECS`. The gen
 specs to named nodes when it draws the schedule, so the schedule says exactly which nodes a fault hits;
 only ``leader`` and ``followers`` (and the partition kinds aimed at the leader) wait for run time, when the
 interpreter knows the current leader. :func:`resolve_targets` and :func:`resolve_partition` do that, purely.
+
+Where the system has a leader per *group* (a storage shard, a partition, a queue: docs/db-adapter.md,
+"The status contract"), "the leader" is chosen by the run's *leader-group selector*
+(:data:`LEADER_GROUP_SELECTORS`, ``--leader-group``): the node that leads the most groups (the default,
+and in a single-group system simply its leader), a random group's leader, the cluster-level leader, or a
+named group's. :func:`choose_leader` makes that choice, purely, from each group's leader as the status
+polls saw it; :func:`aims_at_leader` tells which faults need it.
 """
 
 from __future__ import annotations
@@ -34,6 +41,82 @@ TARGET_SPECS: tuple[str, ...] = ("one", "minority", "majority", "leader", "all",
 """Symbolic targets: a random node, a random minority, a random bare majority, the leader, every node,
 every node but the leader. ``leader`` and ``followers`` are resolved at run time, the others when the
 schedule is drawn."""
+
+LEADER_GROUP_SELECTORS: tuple[str, ...] = ("most", "random", "cluster")
+"""How faults aimed at "the leader" pick it where the system reports several groups: ``most``, the node
+that leads the most groups (ties: the cluster-level leader, else the first in node order); ``random``, the
+leader of a group drawn from the run's seed at each fault; ``cluster``, the cluster-level leader (the
+top-level status fields) whatever the groups. Any other word, or ``group:NAME``, names one group. In a
+single-group system every selector but a group's name is that group's leader."""
+
+GROUP_PREFIX = "group:"
+"""Names a group whose name is one of the selector words (``group:random``)."""
+
+
+def parse_leader_group(text: Any) -> str:
+    """A leader-group selector as given (:data:`LEADER_GROUP_SELECTORS`, a group name or ``group:NAME``);
+    ``ValueError`` in one sentence otherwise."""
+    if not isinstance(text, str) or not text.strip() or text.strip() == GROUP_PREFIX:
+        raise ValueError(
+            f"--leader-group must be {', '.join(LEADER_GROUP_SELECTORS)}, a group's name or group:NAME, "
+            f"not {text!r}"
+        )
+    return text.strip()
+
+
+def selected_group(selector: str) -> str | None:
+    """The group a selector names, or ``None`` for one of :data:`LEADER_GROUP_SELECTORS`."""
+    if selector.startswith(GROUP_PREFIX):
+        return selector[len(GROUP_PREFIX):]
+    return None if selector in LEADER_GROUP_SELECTORS else selector
+
+
+def choose_leader(
+    selector: str,
+    leaders: Mapping[str | None, str | None],
+    order: Sequence[str],
+    rng: random.Random | None = None,
+) -> tuple[str | None, str | None, str | None]:
+    """The node a leader-aimed fault hits now: ``(node, group, reason)``.
+
+    ``leaders`` maps each known group to the node the caller takes as its leader (``None``: none known);
+    the key ``None`` is the cluster-level group, present when the system has one. ``group`` is the group
+    aimed at (``None`` for ``most`` and ``cluster``); ``reason`` says why no node could be chosen.
+    ``random`` draws from ``rng`` among the known groups, in name order (the cluster-level group first).
+    """
+    named = selected_group(selector)
+    if named is not None:
+        if named not in leaders:
+            return None, named, f"no status has reported group {named!r}, so it has no leader to target"
+        node = leaders[named]
+        return node, named, None if node else f"no leader of group {named!r} is known"
+    if selector == "cluster":
+        node = leaders.get(None)
+        return node, None, None if node else "no cluster-level leader is known"
+    if selector == "random":
+        groups = sorted(leaders, key=lambda g: (g is not None, g or ""))
+        if not groups:
+            return None, None, "no group is known, so there is no leader to target"
+        if rng is None:
+            raise ValueError("the random leader-group selector needs the run's rng")
+        group = rng.choice(groups)
+        node = leaders[group]
+        what = "the cluster-level group" if group is None else f"group {group!r}"
+        return node, group, None if node else f"no leader of {what} (drawn at random) is known"
+    counts: dict[str, int] = {}
+    for node in leaders.values():
+        if node:
+            counts[node] = counts.get(node, 0) + 1
+    if not counts:
+        return None, None, "no leader is known, so there is no leader to target"
+    top = max(counts.values())
+    tied = [node for node, n in counts.items() if n == top]
+    cluster = leaders.get(None)
+    if cluster in tied:
+        return cluster, None, None
+    rank = {node: i for i, node in enumerate(order)}
+    return min(tied, key=lambda node: (rank.get(node, len(rank)), node)), None, None
+
 
 PARTITION_KINDS: tuple[str, ...] = (
     "halves",
@@ -546,6 +629,16 @@ def resolve_partition(partition: Partition, nodes: Sequence[str], leader: str | 
     if peer is None:
         raise UnresolvableTarget("ping-pong needs a node other than the leader, and the order names none")
     return grudges.ping_pong(leader, peer)
+
+
+def aims_at_leader(fault: Fault) -> bool:
+    """Whether applying ``fault`` needs the current leader: a partition built around it, a ``leader`` or
+    ``followers`` target, a clock bump of ``"leader"``."""
+    if isinstance(fault, Partition):
+        return fault.target == "leader"
+    if isinstance(fault, ClockBump):
+        return "leader" in fault.deltas
+    return getattr(fault, "targets", None) in ("leader", "followers")
 
 
 def describe(fault: Fault) -> str:

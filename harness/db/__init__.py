@@ -33,7 +33,11 @@ never as unknown) and ``impossible`` (capability name -> why the system cannot h
 word; ``term`` is the node's *current election term* (the term it would vote or lead in), not the term of
 the last entry it applied, or ``None`` when the system has no terms (then single-leader-per-term is not
 applicable rather than unknown); ``leader`` is the node it believes leads (optional, ``None`` when it
-does not know); ``commit_lsn`` and ``last_lsn`` are ``[term, seq]`` or ``None`` (optional).
+does not know); ``commit_lsn`` and ``last_lsn`` are ``[term, seq]`` or ``None`` (optional). A system
+with a leader per shard, partition or queue adds ``groups`` (:data:`GROUPS`): one entry of
+:data:`GROUP_FIELDS` per group the node takes part in; the top-level fields stay the node's view of the
+cluster-level group (a system without one reports ``role`` ``"follower"`` and ``term`` ``None`` there).
+A single-group system leaves ``groups`` out.
 
 Every method takes the :class:`Deployment` (the nodes and their addresses, known once the platform has
 brought the nodes up), the node's name and, when it acts on the node, its ``Remote``
@@ -62,6 +66,12 @@ if TYPE_CHECKING:
 
 STATUS_FIELDS = ("node", "role", "term", "leader", "commit_lsn", "last_lsn")
 """The fields of a status observation (the ``value`` of an ``ok`` ``status`` completion)."""
+GROUPS = "groups"
+"""The optional status field of a system with a leader per group: a list of :data:`GROUP_FIELDS` entries."""
+GROUP_FIELDS = ("group", "role", "term", "leader", "commit_lsn", "last_lsn")
+"""The fields of one entry of a status's ``groups``: the node's view of one group (a storage shard, a
+partition, a queue), with ``role``, ``term`` and ``leader`` meaning what the top-level fields mean for the
+system's cluster-level group (docs/db-adapter.md, "The status contract")."""
 
 
 @dataclass(frozen=True)
@@ -169,7 +179,8 @@ class Clients(Protocol):
     with ``async invoke(op) -> completion`` and ``async close()`` (``harness.interpreter.WorkloadClient``).
 
     The completion is a mapping (or ``harness.interpreter.Completion``) with ``type``, ``value`` and
-    optionally ``node``, ``lsn``, ``error``; ``type`` follows FORMATS.md:
+    optionally ``node``, ``lsn``, ``group`` (the group whose leader served it and whose ``lsn`` that
+    is, in a system with a leader per group), ``error``; ``type`` follows FORMATS.md:
 
     * ``ok``: it happened; a read's ``value`` is what it read (``None`` for absent);
     * ``fail``: it certainly did not happen (refused before it could take effect, a precondition that

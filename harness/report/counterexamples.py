@@ -159,7 +159,8 @@ def anomaly_time(counterexample: Any, alignment: Alignment | None) -> tuple[int,
     if isinstance(ce.get("claims"), list):
         times = [t for claim in ce["claims"] if (t := _claim_time(claim, alignment)) is not None]
         if len(times) >= 2:
-            return sorted(times)[1], f"two leaders of term {ce.get('term')}"
+            group = f" of group {ce['group']}" if isinstance(ce.get("group"), str) else ""
+            return sorted(times)[1], f"two leaders of term {ce.get('term')}{group}"
     first = ce.get("first")
     if isinstance(first, Mapping):
         t = _evidence_time(first.get("later"), "call")
@@ -342,6 +343,8 @@ def _leader(view: CheckerView, ce: Mapping[str, Any], alignment: Alignment | Non
     claims = [c for c in ce.get("claims") or [] if isinstance(c, Mapping)]
     context = ce.get("role_events") if isinstance(ce.get("role_events"), Mapping) else {}
     term = ce.get("term")
+    # A system with a leader per group: the conflict is in one group's term (checkers.leader).
+    what = f"term {term} of group {ce['group']}" if isinstance(ce.get("group"), str) else f"term {term}"
     aligned = alignment is not None and alignment.origin is not None
 
     def when(node: str, event: Mapping[str, Any]) -> float | None:
@@ -368,7 +371,7 @@ def _leader(view: CheckerView, ce: Mapping[str, Any], alignment: Alignment | Non
         scale = Scale(int(lo - pad), int(hi + pad), LEFT, WIDTH - RIGHT)
         nodes = sorted({*points, *(n for n, _, _ in claim_at)})
         row_h = 30
-        svg = Svg(WIDTH, label=f"the leaders of term {term} on one timeline")
+        svg = Svg(WIDTH, label=f"the leaders of {what} on one timeline")
         top = 26.0
         bottom = top + row_h * len(nodes)
         if aligned:
@@ -407,18 +410,18 @@ def _leader(view: CheckerView, ce: Mapping[str, Any], alignment: Alignment | Non
             if both_to > both_from:
                 x0, x1 = scale.clamp(both_from), scale.clamp(both_to)
                 svg.rect(x0, top, max(x1 - x0, 2), bottom - top, "conflict",
-                         f"{', '.join(sorted(leader_spans))} both led term {term}")
-                svg.text(x0 + 3, bottom + 14, f"both leaders of term {term}", "fig-label bad")
+                         f"{', '.join(sorted(leader_spans))} both led {what}")
+                svg.text(x0 + 3, bottom + 14, f"both leaders of {what}", "fig-label bad")
         svg.height = bottom + 22
         view.figure = svg.markup()
         clock = (f"on the run's clock ({alignment.method})" if aligned
                  else "on the nodes' own wall clocks (no alignment with the history was possible)")
         view.caption = (
-            f"The claimants' role events around their claims to lead term {term}, {clock}. Diamonds mark the "
+            f"The claimants' role events around their claims to lead {what}, {clock}. Diamonds mark the "
             "claims; the red band is the time in which both believed they led the same term."
         )
     view.tables.append(Table(
-        f"Claims to lead term {term}",
+        f"Claims to lead {what}",
         ["node", "source", "where", "node's wall clock", "on the run's clock"],
         [[Cell(str(c.get("node")), cls="node"), Cell(str(c.get("source", "?"))),
           _line(str(c.get("file") or "history.jsonl"), c.get("line")),
@@ -426,7 +429,15 @@ def _leader(view: CheckerView, ce: Mapping[str, Any], alignment: Alignment | Non
           Cell(_t(_claim_time(c, alignment if aligned else None)))] for c in claims],
     ))
     conflicts = [c for c in ce.get("conflicts") or [] if isinstance(c, Mapping)]
-    if len(conflicts) > 1:
+    if len(conflicts) > 1 and any(isinstance(c.get("group"), str) for c in conflicts):
+        view.tables.append(Table(
+            "Every (group, term) with more than one leader",
+            ["group", "term", "leaders"],
+            [[Cell(str(c.get("group") or "(cluster)"), cls="mono"), Cell(str(c.get("term"))),
+              Cell(_nodes(c.get("nodes")), cls="bad")] for c in conflicts],
+            note=_count_note(view.stats, "conflicting_terms", len(conflicts)),
+        ))
+    elif len(conflicts) > 1:
         view.tables.append(Table(
             "Every term with more than one leader",
             ["term", "leaders"],

@@ -84,7 +84,8 @@ class NemesisOp:
 
 @dataclass(frozen=True, slots=True)
 class JournalMark:
-    """A ``role``, ``start`` or ``stop`` event of one node's journal, on that node's own clock."""
+    """A ``role``, ``start`` or ``stop`` event of one node's journal, on that node's own clock. ``group``:
+    the shard, partition or queue a ``role`` event speaks for (``None``: the cluster-level group)."""
 
     node: str
     seq: int
@@ -94,6 +95,7 @@ class JournalMark:
     term: int | None
     leader: str | None
     line: int
+    group: str | None = None
 
 
 @dataclass
@@ -308,6 +310,7 @@ def read_journal(lines: Iterable[str], node_dir: str, problems: list[str]) -> li
                 term=term if isinstance(term, int) and not isinstance(term, bool) else None,
                 leader=event.get("leader") if isinstance(event.get("leader"), str) else None,
                 line=number,
+                group=event.get("group") if isinstance(event.get("group"), str) else None,
             )
         )
     report.close()

@@ -19,13 +19,20 @@ The caption under the figure counts the run's elections (:func:`count_elections`
 node became leader during the chaos phase, per minute of it, and the terms that were started but never
 won (split votes, failed ballots). A bug that lives in elections gets one chance per election, so this is
 the figure that says how hard a run pressed on them (docs/nemesis.md, "Election storms").
+
+A system with a leader per *group* (a storage shard, a partition, a queue: journal ``role`` events with a
+``group``, status observations with ``groups``) gets a lane per group under the node lanes, showing which
+node led it when (two leaders of one group at once are drawn one above the other); with more than
+:data:`MAX_GROUP_LANES` groups the busiest (most leaderships) are drawn and the caption says how many are
+not. The node lanes keep the cluster-level roles, and the caption counts each group's elections too
+(:func:`count_group_elections`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.report.clocks import Alignment, OffsetChange
 from harness.report.data import ClientOp, JournalMark, RunData
@@ -45,6 +52,8 @@ MAX_BARS = 1500
 MAX_DOTS = 6000
 MAX_LANES = 64
 BUCKETS = 240
+MAX_GROUP_LANES = 8
+GROUP_H = 16
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class RoleSpan:
     term: int | None
     leader: str | None
     source: str
+    group: str | None = None  # the shard, partition or queue; None: the cluster-level group
 
 
 @dataclass
@@ -83,6 +93,8 @@ class Timeline:
     roles_sentence: str
     spans: list[RoleSpan] = field(default_factory=list)
     elections: Elections | None = None
+    group_elections: dict[str, Elections] = field(default_factory=dict)
+    """Each group's elections, where the system has a leader per group."""
 
 
 @dataclass(frozen=True)
@@ -152,11 +164,22 @@ def _op_title(op: ClientOp) -> str:
 def journal_roles(
     journals: Mapping[str, Sequence[JournalMark]], alignment: Alignment, end: int
 ) -> list[RoleSpan]:
-    """Role spans from the journals' role/start/stop events, placed on the history axis."""
+    """Role spans from the journals' role/start/stop events, placed on the history axis. A role event of a
+    group starts a span of that group, held until the node's next event of the group, start or stop."""
     spans: list[RoleSpan] = []
     for node, marks in journals.items():
-        placed = [(alignment.to_history(node, m.wall), m) for m in marks]
-        placed = [(t, m) for t, m in placed if t is not None]
+        every = [(alignment.to_history(node, m.wall), m) for m in marks]
+        every = [(t, m) for t, m in every if t is not None]
+        placed = [(t, m) for t, m in every if m.group is None]
+        groups = sorted({m.group for _, m in every if m.group is not None})
+        for group in groups:
+            mine = [(t, m) for t, m in every if m.group == group or m.event in ("start", "stop")]
+            for i, (t, mark) in enumerate(mine):
+                if mark.group != group:
+                    continue
+                until = mine[i + 1][0] if i + 1 < len(mine) else max(end, t)
+                spans.append(RoleSpan(node, t, max(until, t), mark.role or "?", mark.term, mark.leader,
+                                      "journal", group))
         for i, (t, mark) in enumerate(placed):
             until = placed[i + 1][0] if i + 1 < len(placed) else max(end, t)
             if mark.event == "stop":
@@ -191,17 +214,26 @@ def status_roles(status: Sequence[ClientOp], end: int) -> list[RoleSpan]:
                 spans.append(RoleSpan(node, t, until, output["role"], term, leader, "status"))
             else:
                 spans.append(RoleSpan(node, t, until, "unreachable", None, None, "status"))
+            groups = output.get("groups") if op.type == "ok" else None
+            for entry in groups if isinstance(groups, list) else ():
+                if not isinstance(entry, Mapping) or not isinstance(entry.get("group"), str):
+                    continue
+                term = entry.get("term") if isinstance(entry.get("term"), int) else None
+                leader = entry.get("leader") if isinstance(entry.get("leader"), str) else None
+                role = entry.get("role") if isinstance(entry.get("role"), str) else "?"
+                spans.append(RoleSpan(node, t, until, role, term, leader, "status", entry["group"]))
     return spans
 
 
 def count_elections(spans: Sequence[RoleSpan], chaos_end: int) -> Elections:
     """Elections in ``[0, chaos_end]`` (ns, history axis): terms some node started to lead in that time,
-    and terms entered there that nobody led at any time (:class:`Elections`)."""
+    and terms entered there that nobody led at any time (:class:`Elections`). The cluster-level group's
+    (spans of a group are counted by :func:`count_group_elections`)."""
     led: set[int] = set()
     won: set[int] = set()
     entered: set[int] = set()
     for span in spans:
-        if span.term is None:
+        if span.term is None or span.group is not None:
             continue
         if span.role == "leader":
             led.add(span.term)
@@ -212,6 +244,45 @@ def count_elections(spans: Sequence[RoleSpan], chaos_end: int) -> Elections:
     sources = {span.source for span in spans}
     source = "node journals" if sources == {"journal"} else "status observations" if sources else "nothing"
     return Elections(len(won), len(entered - led), chaos_end / NS, source)
+
+
+def count_group_elections(spans: Sequence[RoleSpan], chaos_end: int) -> dict[str, Elections]:
+    """:func:`count_elections` for each group's spans, groups in name order (empty: no groups)."""
+    by_group: dict[str, list[RoleSpan]] = {}
+    for span in spans:
+        if span.group is not None:
+            by_group.setdefault(span.group, []).append(span)
+    return {group: count_elections([replace(s, group=None) for s in by_group[group]], chaos_end)
+            for group in sorted(by_group)}
+
+
+def groups_sentence(elections: Mapping[str, Elections], drawn: Sequence[str]) -> str:
+    """The caption's words on the groups: each group's elections (the busiest first, at most
+    :data:`MAX_GROUP_LANES` named) and which groups have lanes."""
+    if not elections:
+        return ""
+    busiest = sorted(elections, key=lambda g: (-elections[g].won, g))
+    seconds = next(iter(elections.values())).seconds
+    total = sum(e.won for e in elections.values())
+    rate = total * 60.0 / seconds if seconds > 0 else 0.0
+    named = ", ".join(f"{g} {elections[g].won}" for g in busiest[:MAX_GROUP_LANES])
+    more = len(busiest) - MAX_GROUP_LANES
+    rest = f" and {more} more" if more > 0 else ""
+    lanes = (f"; the {len(drawn)} with the most leaderships have lanes" if len(drawn) < len(elections)
+             else "; each has a lane")
+    return (f"Elections per group ({len(elections)} groups, {total} in all, {rate:.1f} per minute): "
+            f"{named}{rest}{lanes}.")
+
+
+def busiest_groups(spans: Sequence[RoleSpan], limit: int = MAX_GROUP_LANES) -> list[str]:
+    """The groups to draw lanes for: at most ``limit``, those with the most leader spans (changes of
+    leadership), in name order."""
+    counts: dict[str, int] = {}
+    for span in spans:
+        if span.group is not None:
+            counts[span.group] = counts.get(span.group, 0) + (span.role == "leader")
+    chosen = sorted(counts, key=lambda g: (-counts[g], g))[:limit]
+    return sorted(chosen)
 
 
 # -- window ------------------------------------------------------------------------------------------
@@ -337,6 +408,34 @@ def _draw_node_lanes(svg: Svg, scale: Scale, nodes: Sequence[str], spans: Sequen
                 svg.path(f"M{x:.1f},{y + 1:.1f}l4,0l-4,6z", "clock-mark",
                          f"{node} clock {change.offset:+.3f} s from {_at(change.time)} ({change.kind}{strobe})")
         y += NODE_H
+    return y
+
+
+def _draw_group_lanes(svg: Svg, scale: Scale, spans: Sequence[RoleSpan], groups: Sequence[str],
+                      y: float) -> float:
+    """One lane per group in ``groups``: who led it when (a leader's spans, labelled with the node and the
+    term); a leadership that overlaps another node's of the same group is drawn in the lane's lower half."""
+    for group in groups:
+        svg.text(LEFT - 8, y + GROUP_H - 4, short(group, 14), "lane-label", anchor="end")
+        svg.rect(scale.x0, y + 1, scale.x1 - scale.x0, GROUP_H - 2, "lane-bg")
+        leads = sorted((s for s in spans if s.group == group and s.role == "leader"), key=lambda s: s.start)
+        held: list[RoleSpan] = []  # the spans drawn in the upper half, to find overlaps
+        for span in leads:
+            if span.end < scale.t0 or span.start > scale.t1:
+                continue
+            x0, x1 = scale.clamp(span.start), scale.clamp(span.end)
+            overlap = any(o.node != span.node and o.start < span.end and span.start < o.end for o in held)
+            top, height = (y + GROUP_H / 2, GROUP_H / 2 - 1) if overlap else (y + 2, GROUP_H - 4)
+            term = f" term {span.term}" if span.term is not None else ""
+            title = (f"{group}: {span.node} leader{term}, {_at(span.start)} to {_at(span.end)} ({span.source})"
+                     + (": at the same time as another leader of the group" if overlap else ""))
+            svg.rect(x0, top, max(x1 - x0, 1), height, "r-leader", title)
+            if not overlap:
+                held.append(span)
+            label = f"{span.node} T{span.term}" if span.term is not None else span.node
+            if not overlap and x1 - x0 > 7 * len(label):
+                svg.text((x0 + x1) / 2, y + GROUP_H - 5, label, "role-label", anchor="middle")
+        y += GROUP_H
     return y
 
 
@@ -501,7 +600,11 @@ def _figure(
     y = 30.0
     top = y
     y = _draw_fault_lanes(svg, scale, faults, y)
-    y = _draw_node_lanes(svg, scale, run.nodes, spans, faults, offsets, y + (4 if faults.families else 0))
+    y = _draw_node_lanes(svg, scale, run.nodes, [s for s in spans if s.group is None], faults, offsets,
+                         y + (4 if faults.families else 0))
+    groups = busiest_groups(spans)
+    if groups:
+        y = _draw_group_lanes(svg, scale, spans, groups, y + 4)
     if bars is not None:
         svg.text(LEFT - 8, y + 14, "operations", "lane-label", anchor="end")
         y = _draw_bars(svg, scale, bars, y + 18, scale.t1)
@@ -558,9 +661,13 @@ def build_timeline(
         spans = []
         roles_sentence = "No node journals and no status observations: node roles are not known."
     elections = None
+    group_elections: dict[str, Elections] = {}
     if spans:
         elections = count_elections(spans, min(_chaos_end(run), end))
         roles_sentence += " " + elections.sentence()
+        group_elections = count_group_elections(spans, min(_chaos_end(run), end))
+        if group_elections:
+            roles_sentence += " " + groups_sentence(group_elections, busiest_groups(spans))
     window = choose_window(run.ops, focus, max_bars)
     scale = Scale(0, end, LEFT, WIDTH - RIGHT)
     marks = [focus] if focus is not None else []
@@ -574,7 +681,8 @@ def build_timeline(
         wscale = Scale(max(window.start - pad, 0), window.end + pad, LEFT, WIDTH - RIGHT)
         zoom, _ = _figure(run, wscale, faults, spans, offsets, window.ops, False, marks, None, "window",
                           "operations in the window")
-    return Timeline(main, zoom, window.sentence, latency_sentence, roles_sentence, spans, elections)
+    return Timeline(main, zoom, window.sentence, latency_sentence, roles_sentence, spans, elections,
+                    group_elections)
 
 
 def _chaos_end(run: RunData) -> int:

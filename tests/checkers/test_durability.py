@@ -237,6 +237,28 @@ def test_acked_write_missing_from_a_journal_alone_is_an_anomaly() -> None:
     assert (missing["lsn"], missing["lacking"]) == ([1, 1], ["n2"])
 
 
+def test_journals_compare_lsns_within_the_writes_group() -> None:
+    b = HistoryBuilder()
+    b.invoke(0, "write", "k", 1)
+    b.complete(0, "ok", "write", "k", 1, lsn=(1, 4), group="shard-1")
+    _heal(b)
+    _final_reads(b, "k", {"n1": 1})
+    n1, n2, n3 = JournalBuilder("n1"), JournalBuilder("n2"), JournalBuilder("n3")
+    for j in (n1, n2, n3):
+        j.start()
+    n1.add("apply", lsn=(1, 4), key="k", op={"f": "write"}, group="shard-1")
+    n2.add("apply", lsn=(1, 4), key="j", op={"f": "write"}, group="shard-0")  # another group's (1, 4)
+    n2.add("apply", lsn=(9, 9), key="j", op={"f": "write"}, group="shard-0")  # far ahead in shard-0 only
+    n2.add("apply", lsn=(1, 2), key="k", op={"f": "write"}, group="shard-1")  # behind in shard-1
+    n3.add("apply", lsn=(1, 5), key="k", op={"f": "write"}, group="shard-1")  # past (1, 4) without it
+    verdict = check_durability(b.history(), journals(n1, n2, n3))
+    assert verdict.valid is False
+    assert verdict.counterexample is not None
+    (missing,) = verdict.counterexample["missing_on_node"]
+    assert (missing["lsn"], missing["lacking"]) == ([1, 4], ["n3"])
+    assert missing["journals"] == {"applied": ["n1"], "lacking": ["n3"], "behind": ["n2"]}
+
+
 def test_kv_model_is_not_judged() -> None:
     b = HistoryBuilder()
     b.op(0, "put", "k", "x")

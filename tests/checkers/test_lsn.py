@@ -183,3 +183,104 @@ def test_no_lsns_is_unknown() -> None:
     b.op(0, "write", "x", 1)
     assert check_lsn_monotonicity(None, b.history()).valid == UNKNOWN
     assert check_lsn_monotonicity({}, None).valid == UNKNOWN
+
+
+# -- groups: each shard, partition or queue numbers its own entries (CONTRACTS: LSNs compared per group) ----
+
+
+def _group_apply(b: JournalBuilder, group: str, lsn: tuple[int, int], key: str, value: int) -> int:
+    return b.add("apply", lsn=lsn, key=key, op={"f": "write", "value": value}, group=group)
+
+
+def _group_write(b: HistoryBuilder, process: int, key: str, value: int, lsn: tuple[int, int], group: str) -> int:
+    b.invoke(process, "write", key, value)
+    return b.complete(process, "ok", "write", key, value, lsn=lsn, group=group)
+
+
+def test_the_same_lsn_in_two_groups_is_two_entries() -> None:
+    n1, n2 = JournalBuilder("n1"), JournalBuilder("n2")
+    for b in (n1, n2):
+        b.start()
+        _group_apply(b, "shard-0", (1, 1), "a", 1)
+        _group_apply(b, "shard-1", (1, 1), "b", 2)  # the same LSN, another group's log: fine
+        _group_apply(b, "shard-0", (1, 2), "a", 3)
+        _group_apply(b, "shard-1", (1, 2), "b", 4)  # each group's order increases on its own
+    h = HistoryBuilder()
+    _group_write(h, 0, "a", 1, (1, 1), "shard-0")
+    _group_write(h, 1, "b", 2, (1, 1), "shard-1")
+    _group_write(h, 2, "a", 3, (1, 2), "shard-0")
+    _group_write(h, 3, "b", 4, (1, 2), "shard-1")
+    verdict = check_lsn_monotonicity(journals(n1, n2), h.history())
+    assert verdict.valid is True, verdict.summary
+    assert verdict.stats["distinct_applied_lsns"] == 4 and verdict.stats["writes_with_lsn"] == 4
+    # Without groups the same journals and history are one log that reuses LSNs: the groups matter.
+    plain = HistoryBuilder()
+    _write(plain, 0, "a", 1, (1, 1))
+    _write(plain, 1, "b", 2, (1, 1))
+    assert check_lsn_monotonicity(None, plain.history()).stats["violations"] == {"duplicate-lsn": 1}
+
+
+def test_realtime_order_is_per_group_log() -> None:
+    h = HistoryBuilder()
+    _group_write(h, 0, "a", 1, (3, 9), "shard-0")
+    _group_write(h, 1, "b", 2, (1, 1), "shard-1")  # later, smaller LSN, but another group's log
+    assert check_lsn_monotonicity(None, h.history()).valid is True
+    line = _group_write(h, 2, "c", 3, (3, 4), "shard-0")  # later and smaller in shard-0's own log
+    verdict = check_lsn_monotonicity(None, h.history())
+    assert verdict.valid is False
+    first = verdict.counterexample["first"]  # type: ignore[index]
+    assert first["kind"] == "realtime-writes" and first["group"] == "shard-0"
+    assert first["later"]["complete_line"] == line and first["later"]["group"] == "shard-0"
+    assert "a later write has a smaller LSN in group shard-0" in verdict.summary
+
+
+def test_an_lsn_reused_within_one_group_is_caught_and_named() -> None:
+    n1, n2 = JournalBuilder("n1"), JournalBuilder("n2")
+    _group_apply(n1, "shard-1", (2, 1), "a", 1)
+    _group_apply(n2, "shard-0", (2, 1), "b", 9)  # other group: fine
+    line = _group_apply(n2, "shard-1", (2, 1), "c", 5)  # a new primary reusing (2, 1) in shard-1
+    verdict = check_lsn_monotonicity(journals(n1, n2), None)
+    assert verdict.valid is False
+    assert verdict.stats["violations"] == {"log-divergence": 1}
+    first = verdict.counterexample["first"]  # type: ignore[index]
+    assert first["group"] == "shard-1" and first["lsn"] == [2, 1]
+    assert (first["second"]["node"], first["second"]["line"]) == ("n2", line)
+    assert "LSN [2, 1] in group shard-1 applied as two different entries" in verdict.summary
+    # From the client's side: two writes acknowledged with one LSN of one group.
+    h = HistoryBuilder()
+    _group_write(h, 0, "a", 1, (2, 1), "shard-1")
+    _group_write(h, 1, "b", 9, (2, 1), "shard-0")
+    _group_write(h, 2, "c", 5, (2, 1), "shard-1")
+    verdict = check_lsn_monotonicity(None, h.history())
+    assert verdict.stats["violations"] == {"duplicate-lsn": 1}
+    assert verdict.counterexample["first"]["group"] == "shard-1"  # type: ignore[index]
+    assert "LSN [2, 1] in group shard-1 returned for two different writes" in verdict.summary
+
+
+def test_apply_order_is_kept_per_group() -> None:
+    n1 = JournalBuilder("n1")
+    n1.start()
+    _group_apply(n1, "shard-0", (1, 5), "a", 1)
+    _group_apply(n1, "shard-1", (1, 2), "b", 2)  # interleaved groups: each increases on its own
+    _group_apply(n1, "shard-0", (1, 6), "a", 3)
+    assert check_lsn_monotonicity(journals(n1), None).valid is True
+    line = _group_apply(n1, "shard-1", (1, 1), "b", 4)
+    verdict = check_lsn_monotonicity(journals(n1), None)
+    assert verdict.stats["violations"] == {"apply-order": 1}
+    first = verdict.counterexample["first"]  # type: ignore[index]
+    assert first["group"] == "shard-1" and first["later"]["line"] == line
+    assert "n1 applied LSN [1, 1] in group shard-1" in verdict.summary
+
+
+def test_reply_vs_log_looks_in_the_operations_group() -> None:
+    n1 = JournalBuilder("n1")
+    _group_apply(n1, "shard-0", (1, 1), "y", 1)
+    _group_apply(n1, "shard-1", (1, 1), "x", 1)
+    h = HistoryBuilder()
+    _group_write(h, 0, "x", 1, (1, 1), "shard-1")
+    assert check_lsn_monotonicity(journals(n1), h.history()).valid is True
+    h2 = HistoryBuilder()
+    _group_write(h2, 0, "x", 1, (1, 1), "shard-0")
+    verdict = check_lsn_monotonicity(journals(n1), h2.history())
+    assert verdict.stats["violations"] == {"reply-vs-log": 1}
+    assert verdict.counterexample["first"]["group"] == "shard-0"  # type: ignore[index]

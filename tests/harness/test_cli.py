@@ -276,3 +276,17 @@ def test_a_run_that_crashed_before_its_workload_prints_its_end_without_a_traceba
     cli._print_result(console, result)  # type: ignore[arg-type]
     text = console.export_text()
     assert "0 operations, 0 s, seed 5" in text and "the harness crashed: RuntimeError" in text
+
+
+def test_the_leader_group_selector_is_a_flag_a_spec_field_and_part_of_the_command(capsys) -> None:
+    spec = TestSpec(seed=3, db="cluster", nemesis=("kill",), leader_group="group:random")
+    command = compose(spec).command()
+    assert command.endswith(" --leader-group group:random")
+    plugin = load_plugin("cluster")
+    again = cli.spec_from_args(cli._parser(plugin).parse_args(shlex.split(command)[1:]), plugin)
+    assert again == spec and TestSpec.from_json(spec.to_json()) == spec
+    assert " --leader-group" not in compose(TestSpec(seed=3, db="cluster")).command()  # the default: not said
+    assert TestSpec.from_json({"seed": 1, "db": "cluster"}).leader_group == "most"  # stored before groups
+    code, output = _run(capsys, "run", "--db", "cluster", "--leader-group", "group:", "--nemesis", "kill")
+    assert code == 254 and "--leader-group must be most, random, cluster, a group's name or group:NAME" in output
+    assert len([line for line in output.splitlines() if line.strip()]) == 1, output

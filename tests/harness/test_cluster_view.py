@@ -84,3 +84,83 @@ def test_final_reads_wait_until_the_leader_itself_leads_again(tmp_path) -> None:
     final = [op for op in history.ops if op.f == "read" and op.node is not None and op.call >= 3 * SECOND]
     assert final
     assert min(op.call for op in final) >= (back_at - start) * SECOND
+
+
+# -- groups: a leader per shard, partition or queue --------------------------------------------------
+
+
+def _grouped(role: str, term: int | None, leader: str | None, **groups: tuple[str, int, str | None]) -> dict:
+    """A status with ``groups``: each keyword is a group -> (role, term, leader)."""
+    return {"role": role, "term": term, "leader": leader,
+            "groups": [{"group": g, "role": r, "term": t, "leader": lead} for g, (r, t, lead) in groups.items()]}
+
+
+def test_a_single_group_system_is_seen_exactly_as_before() -> None:
+    view, _ = _view()
+    view.observe("n1", {"role": "leader", "term": 2, "leader": "n1"})
+    view.observe("n2", {"role": "follower", "term": 2, "leader": "n1"})
+    assert not view.grouped and view.leaders() == {}
+    for selector in ("most", "random", "cluster"):
+        assert view.target(selector) == ("n1", None, None)
+    node, group, reason = view.target("shard-0")
+    assert (node, group) == (None, "shard-0") and "no status has reported group 'shard-0'" in reason
+    view.observe("n1", None, "no status within 1 s")
+    view.observe("n2", None, "no status within 1 s")
+    assert view.target() == (None, None, None)  # no last-known fallback: the driver says why, as before
+
+
+def test_group_leaders_and_the_node_that_leads_the_most() -> None:
+    view, _ = _view()
+    view.observe("n1", _grouped("leader", 4, "n1", a=("follower", 2, "n2"), b=("follower", 7, "n2")))
+    view.observe("n2", _grouped("follower", 4, "n1", a=("leader", 2, "n2"), b=("leader", 7, "n2")))
+    view.observe("n3", _grouped("follower", 4, "n1", c=("leader", 1, "n3")))
+    assert view.grouped and view.cluster_level
+    assert view.group_leader("a") == ("n2", 2) and view.group_leader("c") == ("n3", 1)
+    assert view.leaders() == {None: "n1", "a": "n2", "b": "n2", "c": "n3"}
+    assert view.target() == ("n2", None, None)
+    assert view.target("cluster") == ("n1", None, None)
+    assert view.target("c") == ("n3", "c", None)
+    assert view.members == {"a": {"n1", "n2"}, "b": {"n1", "n2"}, "c": {"n3"}}
+
+
+def test_a_group_whose_leader_went_quiet_is_aimed_at_through_the_last_node_known_to_lead_it() -> None:
+    view, now = _view()
+    # RabbitMQ-like: no cluster-level leader, a leader per queue.
+    view.observe("n1", _grouped("follower", None, None, q1=("leader", 3, "n1"), q2=("follower", 5, "n2")))
+    view.observe("n2", _grouped("follower", None, None, q1=("follower", 3, "n1"), q2=("leader", 5, "n2")))
+    assert not view.cluster_level and view.leaders() == {"q1": "n1", "q2": "n2"}
+    now[0] = 10.0  # n1 paused: its status stops; n2's goes on and no longer names a leader of q1
+    view.observe("n2", _grouped("follower", None, None, q1=("candidate", 4, None), q2=("leader", 5, "n2")))
+    assert view.group_leader("q1") == (None, 4)
+    assert view.target("q1") == ("n1", "q1", None)  # the last node known to lead q1
+    assert view.leaders() == {"q1": "n1", "q2": "n2"}
+    # A newer leader, even only named by a follower, replaces it.
+    view.observe("n3", _grouped("follower", None, None, q1=("follower", 4, "n3")))
+    now[0] = 20.0
+    assert view.target("q1") == ("n3", "q1", None)
+
+
+def test_recovery_waits_for_a_leader_in_every_group() -> None:
+    view, now = _view()
+    view.observe("n1", _grouped("leader", 2, "n1", a=("leader", 1, "n1"), b=("follower", 1, "n2")))
+    view.observe("n2", _grouped("follower", 2, "n1", a=("follower", 1, "n1"), b=("leader", 1, "n2")))
+    view.observe("n3", _grouped("follower", 2, "n1", a=("follower", 1, "n1"), b=("follower", 1, "n2")))
+    assert view.recovered() and view.unrecovered() == []
+    now[0] = 1.0  # the heal; b's primary is being reassigned
+    view.observe("n1", _grouped("leader", 2, "n1", a=("leader", 1, "n1"), b=("follower", 2, None)))
+    view.observe("n2", _grouped("follower", 2, "n1", a=("follower", 1, "n1"), b=("follower", 2, None)))
+    assert not view.recovered(since=1.0) and view.unrecovered(since=1.0) == ["b"]
+    now[0] = 2.0
+    view.observe("n3", _grouped("follower", 2, "n1", a=("follower", 1, "n1"), b=("leader", 2, "n3")))
+    assert not view.recovered(since=1.0)  # n3 alone names itself: not a majority of b's 3 members
+    view.observe("n1", _grouped("leader", 2, "n1", a=("leader", 1, "n1"), b=("follower", 2, "n3")))
+    assert view.recovered(since=1.0)
+
+
+def test_a_grouped_system_without_a_cluster_level_leader_recovers_on_its_groups() -> None:
+    view, _ = _view()
+    view.observe("n1", _grouped("follower", None, None, q1=("leader", 3, "n1")))
+    view.observe("n2", _grouped("follower", None, None, q1=("follower", 3, "n1")))
+    assert view.recovered() and view.unrecovered() == []
+    view.observe("n3", _grouped("follower", None, None, q2=("follower", 1, "n2")))
+    assert view.unrecovered() == ["q2"]  # q2's leader n2 has not said it leads q2

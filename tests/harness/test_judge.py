@@ -28,3 +28,11 @@ def test_a_system_whose_every_status_has_no_term_makes_single_leader_per_term_no
 
 def test_one_status_with_a_term_keeps_single_leader_per_term_applicable() -> None:
     assert observed_not_applicable(parse_history(_status_history(None, 3)), None) == {}
+
+
+def test_terms_reported_per_group_keep_single_leader_per_term_applicable() -> None:
+    lines = [json.loads(line) for line in _status_history(None, None)]
+    lines[1]["value"]["groups"] = [{"group": "q1", "role": "leader", "term": 4, "leader": "n1"}]
+    assert observed_not_applicable(parse_history([json.dumps(line) for line in lines]), None) == {}
+    lines[1]["value"]["groups"] = [{"group": "q1", "role": "leader", "term": None, "leader": "n1"}]
+    assert SINGLE_LEADER in observed_not_applicable(parse_history([json.dumps(line) for line in lines]), None)
