@@ -126,7 +126,9 @@ def test_harness_clean_removes_a_sigkilled_run_and_leaves_a_live_one_running(
     # An engine or machine restart stops containers: n1's stops here (its files remain, nothing runs).
     docker_engine.containers.get(f"{killed_id}-n1").stop(timeout=1)
 
-    live = _harness(store / "b", "run", *SHORT_RUN, "--time-limit", "10", "--nemesis", "none", "--seed", "13",
+    # Long enough to outlast `harness clean` on a loaded machine (10 s did not: its containers were gone
+    # by the time clean had started n1 again, collected and removed the killed run, 2 of 11 at load 8-10).
+    live = _harness(store / "b", "run", *SHORT_RUN, "--time-limit", "40", "--nemesis", "none", "--seed", "13",
                     log=tmp_path / "b.log")
     processes.append((live, store / "b"))
     live_dir = _run_dir(store / "b", live)
