@@ -113,6 +113,12 @@ def spec_from_args(
     except PluginError as exc:
         raise ConfigError(str(exc)) from None
     checkers = None if args.checkers is None else tuple(n.strip() for n in args.checkers.split(",") if n.strip())
+    if args.checkers is not None and not checkers:
+        raise ConfigError(f"--checkers {args.checkers!r} names no checker: name some of {', '.join(CHECKERS)}, "
+                          "or leave it out for all of the workload's")
+    if args.nemesis is not None and not args.nemesis.replace(",", "").strip():
+        raise ConfigError(f"--nemesis {args.nemesis!r} names no fault package: name some, or none for a run "
+                          "without faults")
     if seed is None:
         seed = args.seed if getattr(args, "seed", None) is not None else secrets.randbelow(2**31)
     values: dict[str, Any] = dict(

@@ -56,6 +56,9 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
         (["--node-memory", "lots"], "argument --node-memory: 'lots' is not a memory size like 512m or 2g"),
         (["--node-pids", "8"], "--node-pids must be between 32 and 100000 processes and threads per node container"),
         (["--client-binding", "sticky"], "argument --client-binding: invalid choice: 'sticky'"),
+        (["--checkers", ""], "--checkers '' names no checker"),
+        (["--checkers", " , "], "--checkers ' , ' names no checker"),
+        (["--nemesis", ""], "--nemesis '' names no fault package: name some, or none for a run without faults"),
     ],
 )
 def test_bad_run_arguments_exit_254_and_say_what_is_valid(capsys, tmp_path, argv, expected) -> None:
