@@ -199,6 +199,8 @@ def read_spec(content: bytes | None) -> tuple[dict[str, Any], InputError | None]
         return {}, InputError(TEST_JSON, None, f"not UTF-8: {exc.reason} at byte {exc.start}")
     if not isinstance(spec, dict):
         return {}, InputError(TEST_JSON, 1, f"expected a JSON object, got {type(spec).__name__}")
+    if not isinstance(spec.get("spec", {}), dict):
+        return {}, InputError(TEST_JSON, None, f"its spec is not a JSON object but {type(spec['spec']).__name__}")
     return spec, None
 
 

@@ -94,12 +94,22 @@ class RunOutcome:
     results_path: PurePath
 
     def failed_checkers(self) -> dict[str, str]:
-        """Checker -> summary for every checker that is not valid."""
-        return {
+        """Checker -> summary for every checker that is not valid; first, as ``input``, the run's files
+        that could not be read (a corrupt ``test.json`` makes the run unknown while every checker that
+        could judge its history is valid: the reason must still be said)."""
+        failed = {}
+        errors = [e for e in self.results.get("input_errors") or [] if isinstance(e, Mapping)]
+        if errors:
+            first = errors[0]
+            where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else str(first.get("file"))
+            more = f" (+{len(errors) - 1} more input errors)" if len(errors) > 1 else ""
+            failed["input"] = f"{where}: {first.get('reason')}{more}"
+        failed.update({
             name: entry["summary"]
             for name, entry in self.results["checkers"].items()
             if entry["valid"] is not True
-        }
+        })
+        return failed
 
     def invalid_checkers(self) -> tuple[str, ...]:
         """The checkers that found an anomaly; the others of :meth:`failed_checkers` could not decide."""

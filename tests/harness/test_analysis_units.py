@@ -458,3 +458,23 @@ def test_the_shutdown_race_is_quiet_and_real_errors_are_not() -> None:
     assert through(REAL_ERROR, stopping=True) == REAL_ERROR  # at shutdown, other errors still show
     assert through(SHUTDOWN_RACE + REAL_ERROR, stopping=True) == REAL_ERROR
     assert through("WARNING: Using incubator modules: jdk.incubator.vector\n", stopping=False) == ""
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (b'{"spec": {"seed": 1, "wor', "bad JSON"),
+    (b"[]", "expected a JSON object, got list"),
+    (b'{"spec": "x"}', "its spec is not a JSON object but str"),
+])
+def test_a_corrupt_test_json_makes_the_run_unknown_and_says_why(content: bytes, reason: str) -> None:
+    """A corrupt test.json: the run is unknown and its reason is what a person reads first (the table's
+    "what failed" was empty, with every checker valid)."""
+    from harness.analysis.ingest import read_spec
+    from harness.analysis.pipeline import RunOutcome
+
+    spec, error = read_spec(content)
+    assert spec == {} and error is not None and reason in error.reason
+    results = {"valid": UNKNOWN, "checkers": {"durability": {"valid": True, "summary": "fine"}},
+               "input_errors": [{"file": error.file, "line": error.line, "reason": error.reason}]}
+    outcome = RunOutcome(run=None, valid=UNKNOWN, results=results, results_path=Path("results.json"))  # type: ignore[arg-type]
+    failed = outcome.failed_checkers()
+    assert list(failed) == ["input"] and failed["input"].startswith("test.json") and reason in failed["input"]
