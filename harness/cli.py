@@ -244,6 +244,10 @@ def _analyze(console: Console, result: RunResult) -> None:
         console.print(Text(f"Spark unavailable ({exc}); the verdict is the checkers' called directly",
                            style="yellow"))
         return
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: the run is judged already; that verdict stands
+        console.print(Text("analysis interrupted; the verdict is the checkers' called directly at the run's end "
+                           "(its results.json and report)", style="yellow"))
+        return
     result.results = outcome.results
     result.valid = outcome.valid
     if result.error is None:

@@ -14,6 +14,7 @@ What this module guarantees (ENVIRONMENT.md, "PySpark"):
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -231,8 +232,17 @@ def preflight(master: str) -> None:
         ) from None
 
 
+def _not_py4j_interrupt(record: logging.LogRecord) -> bool:
+    """False for py4j's report of a Ctrl-C (or SIGTERM) that landed during a call into the JVM: a traceback
+    on the root logger per interrupted call, before the harness's own one-line "interrupted"."""
+    return not (record.exc_info and record.exc_info[0] is KeyboardInterrupt
+                and record.getMessage().startswith("KeyboardInterrupt while sending command"))
+
+
 def start_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
     """Start (or join, in this process) the analysis Spark session. Raises :class:`SparkUnavailable`."""
+    if _not_py4j_interrupt not in logging.getLogger().filters:
+        logging.getLogger().addFilter(_not_py4j_interrupt)
     master = resolve_master(master)
     preflight(master)
     if is_local(master):
