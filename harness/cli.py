@@ -14,6 +14,7 @@ engine or node image), 255 the harness itself crashed. A bad name is answered wi
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -55,6 +56,9 @@ from harness.topology import NODE_MEMORY, NODE_PIDS
 
 ANALYSES = ("spark", "direct")
 EXIT_BAD_CONFIG = 254
+EXIT_UNKNOWN = 2
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""What a write to a full disk (or a full quota) fails with."""
 
 
 def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
@@ -198,7 +202,16 @@ def _cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
     def action(stats: RunStats) -> RunResult:
         return run(spec, stats=stats, on_stored=lambda path: console.print(f"storing the run in {path}"))
 
-    result = _run_with_view(console, spec, not args.no_live, action)
+    try:
+        result = _run_with_view(console, spec, not args.no_live, action)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        # The store filled up after the run's history was written whole (the history writer stops the run
+        # itself when it cannot write): what was written is kept, no temporary file is left.
+        err.print(f"harness run: the store's disk is full ({exc.strerror}): the run is kept as far as it was "
+                  f"written; free space, then judge what was kept with harness analyze {spec.store}", markup=False)
+        return EXIT_UNKNOWN
     if args.analysis == "spark":
         _analyze(console, result)
     _print_result(console, result)

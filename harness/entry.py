@@ -9,6 +9,7 @@ moment. A signal the process was started with ignored (``nohup``) stays ignored.
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from types import FrameType
@@ -22,6 +23,9 @@ def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
 
 def main() -> int:
     """Run the ``harness`` command line (``harness.cli.main``); returns its exit code."""
+    # A log file that cannot take a line (its disk is full) must not print a traceback per line: the
+    # harness says what failed once, where it matters (harness.history, harness.cli).
+    logging.raiseExceptions = False
     for signum in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _as_ctrl_c)

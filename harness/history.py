@@ -7,7 +7,10 @@ Contract (FORMATS.md, "History"):
 * each line is written and flushed before :meth:`HistoryWriter.append` returns (and ``os.fsync``-ed when
   asked), so a crash of the controller loses nothing already observed;
 * ``time`` never goes backwards in file order, even if the injected clock does: the index and the time
-  are assigned together under one lock.
+  are assigned together under one lock;
+* a line is written whole or not at all: when the disk is full (or any write fails) the file is cut back
+  to its last whole line and :class:`HistoryWriteError` names the file and the cause; the run stops there
+  as interrupted, its history judgeable up to that line.
 
 The writer is safe to call from the coroutines of one event loop and from worker threads (the lock is a
 ``threading.Lock`` held only while a line is formatted and written; nothing awaits under it). It does
@@ -23,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 Process = int | str
 MonotonicNs = Callable[[], int]
@@ -40,6 +43,18 @@ def _default(value: Any) -> Any:
 # One encoder for every line: ``json.dumps`` with options builds a new one per call (a simulated run
 # writes about 200 lines per simulated second). Same options, same bytes.
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default).encode
+
+
+class HistoryWriteError(OSError):
+    """The history could not be written (the disk is full, say); the file ends with its last whole line."""
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        reason = cause.strerror or str(cause)
+        super().__init__(cause.errno, f"could not write the history {path}: {reason}; free space on its disk "
+                                      "and run the test again")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class HistoryWriter:
@@ -65,8 +80,9 @@ class HistoryWriter:
         self._lock = threading.Lock()
         self._index = 0
         self._last_time = 0
-        self._file: TextIO | None = self.path.open("a", encoding="utf-8")
-        if self._file.tell() != 0:
+        self._file: BinaryIO | None = self.path.open("ab", buffering=0)
+        self._size = self._file.tell()
+        if self._size != 0:
             self._file.close()
             self._file = None
             raise ValueError(f"{self.path} already holds a history; a run writes a new file")
@@ -124,14 +140,29 @@ class HistoryWriter:
             for name, field_value in extra.items():
                 if field_value is not None:
                     event[name] = field_value
-            line = _encode(event)
-            self._file.write(line + "\n")
-            self._file.flush()
-            if self._fsync:
-                os.fsync(self._file.fileno())
+            self._write((_encode(event) + "\n").encode())
             self._index += 1
             self._last_time = now
             return event
+
+    def _write(self, data: bytes) -> None:
+        """Append ``data`` whole (several writes if the OS takes part of it), or cut the file back to where
+        it was and raise :class:`HistoryWriteError`."""
+        assert self._file is not None
+        fd = self._file.fileno()
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            if self._fsync:
+                os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, self._size)
+            except OSError:
+                pass  # the reader takes a torn last line as the point where the history was cut short
+            raise HistoryWriteError(self.path, exc) from None
+        self._size += len(data)
 
     def invoke(
         self,
@@ -170,7 +201,6 @@ class HistoryWriter:
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
-                self._file.flush()
                 if self._fsync:
                     os.fsync(self._file.fileno())
                 self._file.close()

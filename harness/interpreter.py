@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.db import GROUP_FIELDS, GROUPS, STATUS_FIELDS, StatusError
-from harness.history import HistoryWriter
+from harness.history import HistoryWriteError, HistoryWriter
 from nemesis.faults import Outcome, aims_at_leader, choose_leader, parse_leader_group, selected_group
 from workloads.ops import FinalOps, Op, bind, home_node
 
@@ -532,6 +532,8 @@ class Interpreter:
             for slot in range(self.config.concurrency)
         ]
         nemesis = asyncio.create_task(self._nemesis(), name="nemesis")
+        for task in (*pollers, *workers, nemesis):
+            task.add_done_callback(self._stop_if_history_failed)
         try:
             await self._sleep_until(self.config.time_limit, self._stopping)
             self._stopping.set()
@@ -552,6 +554,12 @@ class Interpreter:
             if pollers:
                 await asyncio.gather(*pollers, return_exceptions=True)
         return self.stats
+
+    def _stop_if_history_failed(self, task: asyncio.Task) -> None:
+        """A task that could not write the history (a full disk) stops the run now, not at its time limit:
+        ``run`` then raises the error, and the run ends as interrupted."""
+        if not task.cancelled() and isinstance(task.exception(), HistoryWriteError):
+            self._stopping.set()
 
     async def _wait_for_leader(self) -> None:
         """Before the first operation, wait (bounded) until some node says it leads. Not recorded."""

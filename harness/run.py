@@ -31,7 +31,7 @@ from checkers.verdict import UNKNOWN, Valid, exit_code
 from harness import lifecycle, store
 from harness.compose import Composition, compose
 from harness.db import DB, db_version
-from harness.history import HistoryWriter
+from harness.history import HistoryWriteError, HistoryWriter
 from harness.interpreter import Interpreter, InterpreterConfig, RunStats
 from harness.judge import judge_run
 from harness.platforms import Launch, Session
@@ -164,6 +164,7 @@ def run(
 
     error: str | None = None
     interrupted = False
+    disk: str | None = None  # why the history could not be written, if it could not
     teardown_errors: list[str] = []
     session: Session | None = None
     interpreter: Interpreter | None = None
@@ -214,6 +215,10 @@ def run(
         interrupted = True
         error = f"interrupted ({interrupts.cause()})"
         log.warning("run %s; teardown done", error)
+    except HistoryWriteError as exc:  # a full disk: the run stops where its history still is whole
+        interrupted, disk = True, str(exc)
+        error = f"interrupted ({disk})"
+        log.warning("run %s; teardown done", error)
     except Exception as exc:  # noqa: BLE001 - a crash still leaves a stored, analysable run
         error = f"{type(exc).__name__}: {exc}"
         log.error("run crashed: %s\n%s", error, traceback.format_exc())
@@ -236,8 +241,8 @@ def run(
         test_doc["timings"] = {**test_doc["timings"], **timings}
         test_doc["stats"] = stats.to_json()
         how = "completed" if error is None else "interrupted" if interrupted else "crashed"
-        test_doc["end"] = lifecycle.end_record(how, cause=interrupts.cause() if interrupted else error,
-                                               history=directory.history)
+        cause = (disk or interrupts.cause()) if interrupted else error
+        test_doc["end"] = lifecycle.end_record(how, cause=cause, history=directory.history)
         store.write_json(directory.test_json, test_doc)
         stop = lifecycle.stop_of(test_doc, directory.history)
         if interrupted:  # said at once: a CI runner's SIGKILL may follow before the checkers end

@@ -182,12 +182,16 @@ def update_latest(store: str | os.PathLike[str], run: RunDir) -> None:
 def write_json(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` as indented JSON, atomically."""
     temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False, default=repr)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with temporary.open("w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False, default=repr)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:  # a full disk, say: the old file stays whole and no temporary is left
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
