@@ -76,6 +76,31 @@ def test_a_stopped_analysis_leaves_no_spark_process(store: Path, delay: float, s
     assert probe(store, delay, sig) == []
 
 
+def test_a_signal_during_harness_runs_analysis_keeps_the_direct_verdict(tmp_path: Path) -> None:
+    """The run is judged at its end; a SIGTERM while Spark judges it again stops that, and ``harness run``
+    exits with the direct verdict, saying so in one line (it printed "interrupted" and exited 2)."""
+    log = tmp_path / "run.log"
+    with log.open("w") as output:
+        process = subprocess.Popen([HARNESS, "run", "--db", "cluster", "--platform", "sim", "--time-limit", "3",
+                                    "--seed", "9", "--no-live", "--store", str(tmp_path / "store")],
+                                   stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while "analysing the run on Spark" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        time.sleep(1.5)  # Spark is starting (its JVM alone takes longer than this)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    text = log.read_text()
+    assert code == 0 and "Traceback" not in text, text
+    assert "analysis interrupted; the verdict is the checkers' called directly" in text and "verdict valid" in text
+    assert left_behind(process.pid) == []
+
+
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as directory:
         runs = stored_run(Path(directory))
