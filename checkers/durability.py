@@ -84,7 +84,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.history import History, JournalEvent, Operation
+from checkers.history import History, JournalEvent, Operation, seconds
 from checkers.verdict import UNKNOWN, Verdict
 
 REGISTER_MODELS = ("register", "cas-register")
@@ -99,6 +99,9 @@ CONFIRM_FS = frozenset({"confirm"})
 # Operation names only queue histories use (``put`` alone is also a kv write).
 QUEUE_ONLY_FS = CONSUME_FS | DRAIN_FS | CONFIRM_FS
 MAX_REPORTED = 50
+LOST_LISTED = 100_000
+"""Lost writes named in ``lost_all`` (key, value or GUID, acknowledgement's history line): every one a
+run can plausibly lose, where ``lost`` describes the first :data:`MAX_REPORTED` in full."""
 _NEG_INF = float("-inf")
 _POS_INF = float("inf")
 _RET, _CALL, _LSN = operator.attrgetter("ret"), operator.attrgetter("call"), operator.attrgetter("lsn")
@@ -143,7 +146,7 @@ def final_phase(history: History, final_after: int | None = None) -> FinalPhase 
     if marked:
         return FinalPhase(rule="operations marked final", marked=marked)
     if final_after is not None:
-        return FinalPhase(rule=f"operations invoked after {final_after} ns", after_time=final_after)
+        return FinalPhase(rule=f"operations invoked after {seconds(final_after)}", after_time=final_after)
     if history.nemesis:
         last = max(
             op.complete_index if op.complete_index is not None else op.invoke_index for op in history.nemesis
@@ -193,6 +196,7 @@ class _Findings:
     def __init__(self) -> None:
         self.lost: dict[int, dict[str, Any]] = {}  # write id -> record (the first MAX_REPORTED)
         self.lost_ids: set[int] = set()
+        self.lost_all: list[list[Any]] = []  # [key, value or GUID, acked line] of every lost write
         self.never_written: list[dict[str, Any]] = []
         self.duplicates: list[dict[str, Any]] = []
         self.dropped: list[dict[str, Any]] = []
@@ -209,6 +213,9 @@ class _Findings:
         if write.id not in self.lost_ids:
             self.lost_ids.add(write.id)
             self.counts["lost"] += 1
+            if len(self.lost_all) < LOST_LISTED:
+                self.lost_all.append([describe.get("key"), describe.get("value", describe.get("guid")),
+                                      (write.complete_index or 0) + 1])
             if len(self.lost) >= MAX_REPORTED:
                 return
         record = self.lost.get(write.id)
@@ -822,21 +829,21 @@ def _summary(findings: _Findings) -> str:
         on = f", missing on {', '.join(lacking)}" if lacking else ""
         return (
             f"{head}; first lost: {record['f']} of key {record['key']!r} {what} acked at "
-            f"{record['acked_at']} ns (history line {record['acked_line']}){on}"
+            f"{seconds(record['acked_at'])} (history line {record['acked_line']}){on}"
         )
     if findings.missing_on_node:
         record = next(iter(findings.missing_on_node.values()))
         return (
             f"{head}; first: write of key {record['key']!r} at LSN {record['lsn']} acked at "
-            f"{record['acked_at']} ns (history line {record['acked_line']}) never applied on "
+            f"{seconds(record['acked_at'])} (history line {record['acked_line']}) never applied on "
             f"{', '.join(record['lacking'])}"
         )
     if findings.dropped:
         record = findings.dropped[0]
         return (
             f"{head}; first: GUID {record['guid']!r} on queue {record['key']!r} delivered "
-            f"{_count(record['delivered'], 'time')}, never confirmed, gone when the final drain found the queue "
-            "empty"
+            f"{_count(record['delivered'], 'time')}, never confirmed, and not delivered again: the final drain "
+            "found the queue empty"
         )
     if findings.never_written:
         record = findings.never_written[0]
@@ -850,6 +857,8 @@ def _counterexample(findings: _Findings) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if findings.lost:
         out["lost"] = list(findings.lost.values())[:MAX_REPORTED]
+        if len(findings.lost_all) > len(out["lost"]):
+            out["lost_all"] = findings.lost_all
     if findings.missing_on_node:
         out["missing_on_node"] = list(findings.missing_on_node.values())
     if findings.never_written:

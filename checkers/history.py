@@ -233,6 +233,11 @@ def _lsn(value: Any, source: str, line: int) -> tuple[int, int] | None:
 _DECODER = msgspec.json.Decoder()
 
 
+def seconds(ns: int | None) -> str:
+    """A history time (nanoseconds since the test started) as a person reads it: ``t=14.327 s``."""
+    return "t=?" if ns is None else f"t={ns / 1e9:.3f} s"
+
+
 def _torn(line: str | bytes) -> bool:
     """Whether ``line``, read from a file, is a last line the writer did not finish: no newline at its end
     (every whole line of a file has one; only its last can lack it). Lines given as text (a list of

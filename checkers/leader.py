@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.history import History, JournalEvent, Operation
+from checkers.history import History, JournalEvent, Operation, seconds
 from checkers.verdict import UNKNOWN, Verdict
 
 LEADER = "leader"
@@ -77,7 +77,7 @@ class LeadershipClaim:
     def describe(self) -> str:
         if self.source == "journal":
             return f"{self.node} (journal line {self.line}, wall {self.wall:.3f})"
-        return f"{self.node} (status observed at history line {self.line}, time {self.time} ns)"
+        return f"{self.node} (status observed at history line {self.line}, {seconds(self.time)})"
 
 
 def journal_claims(journals: Mapping[str, list[JournalEvent]]) -> tuple[list[LeadershipClaim], dict]:

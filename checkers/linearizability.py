@@ -59,7 +59,7 @@ from collections.abc import Callable, Generator, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from checkers.history import Operation
+from checkers.history import Operation, seconds
 from checkers.models import ANY_STATE, REJECTED, Model, Transition, get_model, thaw
 from checkers.verdict import UNKNOWN, Valid, Verdict
 
@@ -674,7 +674,7 @@ def _violation(model: Model, obj: _Object, stats: dict[str, Any]) -> Verdict:
     state_text = model.describe_state(final)
     summary = (
         f"not linearizable: key {json.dumps(thaw(obj.key))}: no order of the operations completed by "
-        f"t={blocked_ret} is valid; the longest linearization ({len(steps)} operations, ending in state "
+        f"{seconds(blocked_ret)} is valid; the longest linearization ({len(steps)} operations, ending in state "
         f"{state_text}) cannot take {model.describe_operation(blocked)} (op {blocked.id})"
     )
     return Verdict(

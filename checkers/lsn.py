@@ -53,7 +53,7 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
-from checkers.history import NEMESIS, History, JournalEvent, Operation
+from checkers.history import NEMESIS, History, JournalEvent, Operation, seconds
 from checkers.verdict import UNKNOWN, Verdict
 
 READ_FS = frozenset({"read", "get"})
@@ -315,9 +315,9 @@ def _pair(kind_text: str, a: Operation, b: Operation) -> dict[str, Any]:
     node_b = f" on {b.node}" if b.node else ""
     pair = {
         "summary": (
-            f"{kind_text}{_in(b.group)}: {a.f} of key {a.key!r}{node_a} completed at {a.ret} ns (history line "
+            f"{kind_text}{_in(b.group)}: {a.f} of key {a.key!r}{node_a} completed at {seconds(a.ret)} (history line "
             f"{(a.complete_index or 0) + 1}) with LSN {list(a.lsn or ())}, before {b.f} of key {b.key!r}"
-            f"{node_b} was invoked at {b.call} ns (line {b.invoke_index + 1}), which returned LSN "
+            f"{node_b} was invoked at {seconds(b.call)} (line {b.invoke_index + 1}), which returned LSN "
             f"{list(b.lsn or ())}"
         ),
         "earlier": a.evidence(),

@@ -297,9 +297,7 @@ def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> 
     else:
         outcome = reproduce(run_dir.path, args.times, store_dir=args.store, on_replay=on_replay,
                             stats_factory=stats_factory)
-    what = ", ".join(outcome.failing_checkers) or "any checker"
-    console.print(Text.assemble((f"{outcome.reproduced} of {len(outcome.replays)}", "bold"),
-                                f" replays failed {what} (original: {outcome.original})"))
+    console.print(f"{outcome.summary()}; original: {outcome.original}")
     for code in (EXIT_CRASH, 1, 2):
         if code in codes:
             return code

@@ -33,6 +33,20 @@ class Reproduction:
             return sum(1 for r in self.replays if r.valid is False)
         return sum(1 for r in self.replays if set(r.failed_checkers) & set(self.failing_checkers))
 
+    def by_checker(self) -> dict[str, int]:
+        """How many replays failed each checker the original failed (in the original's order)."""
+        return {name: sum(1 for r in self.replays if name in r.failed_checkers) for name in self.failing_checkers}
+
+    def summary(self) -> str:
+        """``2 of 2 replays failed a checker the original failed (durability 1 of 2, linearizable 2 of
+        2)``: each checker's own count, so two replays that failed different checkers do not read as both
+        having failed both."""
+        n = len(self.replays)
+        if not self.failing_checkers:
+            return f"{self.reproduced} of {n} replays were invalid (the original failed no checker)"
+        each = ", ".join(f"{name} {k} of {n}" for name, k in self.by_checker().items())
+        return f"{self.reproduced} of {n} replays failed a checker the original failed ({each})"
+
 
 def load_stored(path: str | Path) -> tuple[store.RunDir, TestSpec, tuple[ScheduledFault, ...], list[str]]:
     """A stored run's directory, spec, nemesis schedule and the checkers it failed."""

@@ -217,7 +217,7 @@ def _durability(view: CheckerView, ce: Mapping[str, Any], faults: FaultView, end
             ["write", "what", "acknowledged at", "ack in history", "acked by", "LSN", "missing on",
              "applied on (journals)", "journal ends before it", "how we know"],
             rows,
-            note=_more(view.stats, "lost", len(lost)),
+            note=_more(view.stats, "lost", len(lost), every="lost_all" in ce),
         ))
     missing_on = [r for r in ce.get("missing_on_node") or [] if isinstance(r, Mapping)]
     if missing_on:
@@ -265,10 +265,13 @@ def _durability(view: CheckerView, ce: Mapping[str, Any], faults: FaultView, end
         ))
 
 
-def _more(stats: Mapping[str, Any], kind: str, shown: int) -> str | None:
+def _more(stats: Mapping[str, Any], kind: str, shown: int, *, every: bool = False) -> str | None:
     anomalies = stats.get("anomalies") if isinstance(stats.get("anomalies"), Mapping) else {}
     total = anomalies.get(kind)
     if isinstance(total, int) and total > shown:
+        if every:
+            return (f"{shown} of {total:,} shown; results.json's checkers.durability.counterexample.lost_all "
+                    "names every one (key, value, history line of its acknowledgement).")
         return f"{shown} of {total:,} shown; results.json lists the first ones, the stats count them all."
     return None
 

@@ -52,6 +52,25 @@ def test_overwritten_value_read_back_is_a_lost_write() -> None:
     assert "value 2 acked at" in verdict.summary and "missing on n2, n3" in verdict.summary
 
 
+def test_every_lost_write_is_named_where_only_the_first_are_described() -> None:
+    """509 lost: the first MAX_REPORTED are described in full, ``lost_all`` names every one (key, value,
+    history line of its acknowledgement), and the summary gives seconds, not nanoseconds."""
+    from checkers.durability import MAX_REPORTED
+
+    b = HistoryBuilder()
+    b.op(0, "write", "k", 0, node="n1")
+    lines = [b.op(1, "write", "k", value, node="n1") for value in range(1, MAX_REPORTED + 21)]
+    _heal(b)
+    _final_reads(b, "k", dict.fromkeys(NODES, 0))
+    verdict = check_durability(b.history())
+    cx = verdict.counterexample
+    assert verdict.valid is False and cx is not None
+    assert len(cx["lost"]) == MAX_REPORTED and verdict.stats["anomalies"]["lost"] == MAX_REPORTED + 20
+    assert cx["lost_all"] == [["k", value, line] for value, line in zip(range(1, MAX_REPORTED + 21), lines)]
+    assert " acked at t=" in verdict.summary and " s (history line" in verdict.summary
+    assert " ns " not in verdict.summary
+
+
 def test_concurrent_writes_may_end_in_either_order() -> None:
     b = HistoryBuilder()
     b.invoke(0, "write", "k", 1)

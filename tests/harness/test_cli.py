@@ -215,6 +215,11 @@ def test_a_stored_run_gives_back_its_spec_schedule_and_failed_checkers(tmp_path)
     outcome = Reproduction(run_dir.path, failing, [replay(False, ["durability"]), replay(False, ["linearizable"]),
                                                     replay(True, [])])
     assert outcome.reproduced == 1
+    both = Reproduction(run_dir.path, ["durability", "linearizable"],
+                        [replay(False, ["durability", "linearizable"]), replay(False, ["linearizable"])])
+    # The second replay failed linearizable only: the summary must not say both failed both.
+    assert both.summary() == ("2 of 2 replays failed a checker the original failed "
+                              "(durability 1 of 2, linearizable 2 of 2)")
 
 
 def test_a_stored_spec_with_unknown_fields_is_refused(tmp_path) -> None:
