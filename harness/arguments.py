@@ -65,6 +65,10 @@ def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None,
                              f"faults aimed at the leader hit: {', '.join(LEADER_GROUP_SELECTORS)} (the node "
                              "leading the most groups, default; a random group's leader; the cluster-level "
                              "leader) or a group's name (group:NAME); docs/nemesis.md")
+    parser.add_argument("--min-coverage", type=float, default=None, metavar="SHARE",
+                        help="make a valid run unknown (exit 2) when it applied less than this share (0-1) of "
+                             "its scheduled faults; without it such a run is only flagged under-exercised "
+                             "(below 0.5, or a fault kind never applied)")
     parser.add_argument("--recovery-timeout", type=seconds, default=30.0,
                         help="seconds the final phase waits for a recovered leader, and for each node to catch up "
                              "(default 30)")
@@ -140,6 +144,7 @@ def spec_from_args(
         checkers=checkers,
         client_binding=args.client_binding,
         leader_group=args.leader_group,
+        min_coverage=args.min_coverage,
     )
     for name in ("platform", "hosts", "image", "node_memory", "node_pids"):
         if hasattr(args, name):

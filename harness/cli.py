@@ -178,6 +178,9 @@ def _print_result(console: Console, result: RunResult) -> None:
             invoked, applied = stats.faults_invoked.get(f, 0), stats.faults_applied.get(f, 0)
             table.add_row(f, str(stats.faults_scheduled.get(f, 0)), str(invoked), str(applied), str(invoked - applied))
         console.print(table)
+    under = (results.get("coverage") or {}).get("under_exercised")
+    if under:
+        console.print(Text(f"{under}: the verdict says little about the system (harness.coverage)", style="yellow"))
     print_checker_verdicts(console, results)
     if result.error:
         what = "interrupted" if result.interrupted else f"the harness crashed: {result.error}"

@@ -82,6 +82,8 @@ class Composition:
             argv += ["--client-binding", spec.client_binding]
         if spec.leader_group != defaults.leader_group:
             argv += ["--leader-group", spec.leader_group]
+        if spec.min_coverage is not None:
+            argv += ["--min-coverage", f"{spec.min_coverage:g}"]
         for name in ("node_memory", "node_pids"):
             if getattr(spec, name) != getattr(defaults, name):
                 argv += ["--" + name.replace("_", "-"), str(getattr(spec, name))]

@@ -18,6 +18,7 @@ from checkers.judge import Budgets, default_workers, judge_files
 from checkers.leader import STATUS
 from checkers.verdict import UNKNOWN, Valid, Verdict, combine
 from harness import store
+from harness.coverage import judge_coverage
 from harness.lifecycle import Stop, blame_the_stop, final_after_for
 
 SINGLE_LEADER = "single-leader-per-term"
@@ -56,6 +57,7 @@ def judge_run(
     analysed_by: str = "harness (checkers called directly)",
     extra: Mapping[str, Any] | None = None,
     stop: Stop | None = None,
+    min_coverage: float | None = None,
 ) -> dict[str, Any]:
     """Judge the stored run in ``run_dir`` and write its ``results.json`` (FORMATS.md); return it.
 
@@ -105,5 +107,6 @@ def judge_run(
         results["stats"] = dict(stats)
     if extra:
         results.update(extra)  # a simulated run's duration is in simulated seconds
+    judge_coverage(results, min_coverage)
     store.write_json(run_dir.results, results)
     return results

@@ -333,6 +333,7 @@ def check_run(
         analysed_by="harness run (checkers called directly)",
         extra=extra,
         stop=stop,
+        min_coverage=comp.spec.min_coverage,
     )
     if report:
         publish(run_dir.path)

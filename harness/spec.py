@@ -124,6 +124,9 @@ class TestSpec:
     """Where the system reports a leader per group: whose leader faults aimed at "the leader" hit
     (``nemesis.faults.LEADER_GROUP_SELECTORS`` or a group's name); a single-group system is unaffected, and a
     spec stored before groups existed reads as ``most``, which is what those runs did."""
+    min_coverage: float | None = None
+    """With a share (0 to 1): a valid run that applied less of its fault schedule is unknown
+    (``harness.coverage``); ``None``: under-exercised runs are flagged, their verdict kept."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nemesis", tuple(self.nemesis))
@@ -157,6 +160,9 @@ class TestSpec:
             parse_leader_group(self.leader_group)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if self.min_coverage is not None and not (isinstance(self.min_coverage, int | float)
+                                                  and 0 <= self.min_coverage <= 1):
+            raise ConfigError(f"--min-coverage must be a share between 0 and 1, not {self.min_coverage!r}")
         for name, limit in LIMITS.items():
             limit.check(name, getattr(self, name))
         try:

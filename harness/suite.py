@@ -26,7 +26,9 @@ does not exist in that mode) is skipped rather than an error.
 Run options, in ``[suite]`` or per ``[[matrix]]``: ``db``, ``time_limit``, ``nodes``, ``concurrency``,
 ``rate``, ``op_timeout``, ``nemesis_interval``, ``platform`` (``docker``, ``ssh``, or ``sim``: the
 deterministic simulator, ``harness simulate``), ``hosts``, ``client_binding`` (``leader`` or ``node``:
-``harness run --client-binding``), ``leader_group`` (``harness run --leader-group``). An unknown key or a bad value is one sentence
+``harness run --client-binding``), ``leader_group`` (``harness run --leader-group``), ``min_coverage``
+(``harness run --min-coverage``: a valid run that applied less of its faults is unknown). An unknown key or
+a bad value is one sentence
 naming the file, the table and the key (exit 254), before any run starts: every expanded run is composed
 by the controller (or the simulator) first, so a bug that does not apply to a mode fails here, not at 3
 a.m.
@@ -76,6 +78,7 @@ RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "hosts": str,
     "client_binding": str,
     "leader_group": str,
+    "min_coverage": (int, float),
 }
 PLATFORM_SIM = "sim"
 RUN_CHECK_TIMEOUT = 10.0
@@ -1059,8 +1062,25 @@ def junit_document(
             out += [f"run: {run_dir}", f"results: {run_dir}/results.json", f"report: {run_dir}/report.html"]
         if case.expect == "invalid" and outcome.valid is False:
             out.append(f"known bug caught by: {', '.join(outcome.invalid_checkers) or 'a checker'}")
+        under = _under_exercised(outcome.run.run_dir)
+        if under:
+            out.append(f"{under}: valid, but under-exercised" if outcome.valid is True else under)
+            ElementTree.SubElement(properties, "property", {"name": f"under-exercised {case.name}",
+                                                            "value": _xml_text(under)})
         ElementTree.SubElement(testcase, "system-out").text = _xml_text("\n".join(out))
     return root
+
+
+def _under_exercised(run_dir: Path | None) -> str | None:
+    """``harness.coverage``'s sentence for a stored run that applied little of its fault schedule."""
+    if run_dir is None:
+        return None
+    try:
+        coverage = read_json(Path(run_dir) / RESULTS).get("coverage") or {}
+    except (StoreError, AttributeError):
+        return None
+    text = coverage.get("under_exercised") if isinstance(coverage, dict) else None
+    return text if isinstance(text, str) else None
 
 
 def write_junit(
@@ -1091,6 +1111,7 @@ def suite_summary(suite: Suite, result: SuiteResult, started: datetime) -> dict[
                 "path": o.run.run_dir and str(o.run.run_dir),
                 "failed_checkers": o.failed_checkers,
                 "invalid_checkers": list(o.invalid_checkers),
+                "under_exercised": _under_exercised(o.run.run_dir),
                 "command": o.run.command,
             }
             for o in result.outcomes

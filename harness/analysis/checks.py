@@ -36,6 +36,7 @@ from checkers.leader import STATUS
 from checkers.registry import CHECKERS, MODEL_NAMES, CheckInput, applicable, run_checker
 from checkers.verdict import UNKNOWN, Valid, Verdict, worst
 from harness.analysis.dataset import valid_text, valid_value
+from harness.coverage import below_minimum
 from harness.judge import observed_not_applicable
 
 LINEARIZABLE = "linearizable"
@@ -46,7 +47,7 @@ JOURNAL_ONLY = ("single-leader-per-term", "lsn-monotonicity")
 WORKLOAD_MODELS = {"register": "cas-register", "cas-register": "cas-register", "kv": "kv", "queue": "queue"}
 # What the controller writes into results.json about the run itself (a simulated run: `sim`, its
 # fingerprint for replay); re-analysis keeps it.
-CONTROLLER_FIELDS = ("error", "teardown_errors", "stats", "sim")
+CONTROLLER_FIELDS = ("error", "teardown_errors", "stats", "sim", "coverage")
 # Output columns of the per-key linearizability stage.
 LIN_COLUMNS: dict[str, str] = {
     "test": "string",
@@ -368,6 +369,7 @@ def results_document(
     if input_errors:
         document["input_errors"] = [dict(e) for e in input_errors]
     document.update(carried)
+    below_minimum(document)  # a run judged under --min-coverage stays unknown on re-analysis
     if stop is not None:
         document["interrupted"] = dict(stop)
     if run_row.get("not_applicable"):

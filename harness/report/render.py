@@ -144,6 +144,7 @@ class Report:
     problems: list[str]
     run_error: str | None
     alignment: str
+    under_exercised: str | None
     generated: str
     analysed_by: str | None
     focus: str | None
@@ -249,6 +250,13 @@ def _commands(run: RunData) -> list[Command]:
     return commands
 
 
+def _under_exercised(results: Mapping[str, Any]) -> str | None:
+    """``harness.coverage``'s sentence for a run that applied little of its fault schedule."""
+    coverage = results.get("coverage")
+    text = coverage.get("under_exercised") if isinstance(coverage, Mapping) else None
+    return text if isinstance(text, str) else None
+
+
 def _headline(run: RunData, failed: Sequence[CheckerView]) -> str:
     results = run.results
     if results is None:
@@ -319,6 +327,7 @@ def build_report(run: RunData, *, max_bars: int = MAX_BARS, index_href: str | No
         problems=run.problems + [f"teardown: {short(e, 300)}" for e in results.get("teardown_errors") or []],
         run_error=run_error,
         alignment=alignment.method,
+        under_exercised=_under_exercised(results),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         analysed_by=str(analysed) if analysed else None,
         focus=focus[1] if focus else None,
