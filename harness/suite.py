@@ -1133,6 +1133,49 @@ def select_cases(suite: Suite, patterns: Sequence[str]) -> Suite:
     return replace(suite, cases=tuple(replace(c, index=i) for i, c in enumerate(kept)))
 
 
+SIM_CASE_SECONDS = 10.0
+"""What a simulated case costs about, whatever its time limit (virtual time runs faster than real)."""
+CASE_OVERHEAD_SECONDS = 30.0
+"""What a container case costs beyond its time limit: deployment, recovery, final phase, teardown, check."""
+
+
+def case_cost(case: Case) -> float:
+    """The seconds a case takes about, to balance shards (:func:`shard_cases`)."""
+    if case.options.get("platform") == PLATFORM_SIM:
+        return SIM_CASE_SECONDS
+    return case.time_limit + CASE_OVERHEAD_SECONDS
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``K/N`` (``harness suite --shard``): the K-th of N slices, 1 <= K <= N. Raises ValueError."""
+    parts = text.split("/")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"--shard {text!r} is not K/N (the K-th of N slices, e.g. 2/4)")
+    k, n = int(parts[0]), int(parts[1])
+    if not 1 <= k <= n:
+        raise ValueError(f"--shard {text!r}: K must be between 1 and N")
+    return k, n
+
+
+def shard_cases(suite: Suite, k: int, n: int) -> Suite:
+    """The K-th of N disjoint slices of the suite's cases, balanced by :func:`case_cost`: every case goes,
+    costliest first (file order among equals), to the slice with the least cost so far (the lowest-numbered
+    among equals). The slices' union is the whole suite, and the same file always gives the same slices;
+    each keeps its cases in file order, numbered again from 1. A nightly spread over N CI machines runs
+    ``--shard 1/N`` .. ``--shard N/N`` and merges their stores with ``harness analyze --summary``."""
+    loads = [0.0] * n
+    slice_of: dict[int, int] = {}
+    for case in sorted(suite.cases, key=lambda c: (-case_cost(c), c.index)):
+        target = min(range(n), key=lambda i: (loads[i], i))
+        slice_of[case.index] = target
+        loads[target] += case_cost(case)
+    kept = [c for c in suite.cases if slice_of[c.index] == k - 1]
+    if not kept:
+        raise SuiteError(f"{suite.path}: --shard {k}/{n} is empty: the suite has {len(suite.cases)} runs; use at "
+                         "most that many shards")
+    return replace(suite, cases=tuple(replace(c, index=i) for i, c in enumerate(kept)))
+
+
 def with_store(suite: Suite, store: str | None) -> Suite:
     """The suite with its store replaced (the CLI's ``--store``)."""
     return suite if store is None else replace(suite, store=store)

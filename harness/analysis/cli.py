@@ -144,6 +144,13 @@ def add_suite_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--junit", default=None, metavar="PATH", help="also copy junit.xml here (for CI)")
     parser.add_argument("--list", action="store_true", help="print the expanded runs and exit")
     parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run only the K-th of N disjoint slices of the suite, balanced by expected run time (after "
+        "--only): a nightly spread over N CI machines, merged with harness analyze --summary",
+    )
+    parser.add_argument(
         "--only",
         action="append",
         default=[],
@@ -322,7 +329,16 @@ def print_suite(result: Any, console: Console) -> None:
 
 def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
     """``harness suite``: returns the exit code; a bad suite file is one sentence on ``err`` and 254."""
-    from harness.suite import SuiteError, dumps_case_list, load_suite, run_suite, select_cases, with_store
+    from harness.suite import (
+        SuiteError,
+        dumps_case_list,
+        load_suite,
+        parse_shard,
+        run_suite,
+        select_cases,
+        shard_cases,
+        with_store,
+    )
 
     try:
         if args.store and is_url(args.store):
@@ -336,6 +352,11 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
                 f"--jobs {args.jobs}: at most {MAX_JOBS} cases at once (each is a cluster of containers)"
             )
         suite = select_cases(with_store(load_suite(args.suite_file), args.store), args.only)
+        if args.shard is not None:
+            try:
+                suite = shard_cases(suite, *parse_shard(args.shard))
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
         if args.list:
             console.print(dumps_case_list(suite), markup=False, highlight=False)
             return 0
