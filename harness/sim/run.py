@@ -56,10 +56,12 @@ def simulatable_db() -> str:
 
 
 def _can_simulate(name: str) -> bool:
+    """Whether plugin ``name`` composes a simulated test with its default options; a plugin that cannot
+    be built for the probe (its options need more nodes, say) is not the one ``harness simulate`` means."""
     try:
         plugin = load_plugin(name)
         probe = compose(TestSpec(seed=0, db=name, workload=_any_workload(plugin), nemesis=(), platform="sim"))
-    except (PluginError, ConfigError):
+    except (PluginError, ConfigError, ValueError):
         return False
     return isinstance(probe.db, Simulation)
 
@@ -67,7 +69,8 @@ def _can_simulate(name: str) -> bool:
 def _any_workload(plugin: DBPlugin) -> str:
     from harness.db.plugin import DBContext
 
-    db = plugin.build(plugin.resolve({}), DBContext(seed=0, nodes=("n1",), workload="register", platform="sim"))
+    nodes = tuple(f"n{i}" for i in range(1, TestSpec(seed=0, db=plugin.name).nodes + 1))
+    db = plugin.build(plugin.resolve({}), DBContext(seed=0, nodes=nodes, workload="register", platform="sim"))
     workloads = tuple(getattr(db, "workloads", ()) or ("register",))
     return workloads[0]
 
