@@ -47,7 +47,7 @@ EVENT_TYPES = ("invoke", "ok", "fail", "info")
 COMPLETION_TYPES = ("ok", "fail", "info")
 NEMESIS = "nemesis"
 # Operations whose completion value is what they observed, never what they asked for.
-READ_LIKE = frozenset({"read", "get", "consume", "dequeue", "status"})
+READ_LIKE = frozenset({"read", "get", "consume", "dequeue", "status", "poll"})
 REQUIRED_EVENT_FIELDS = ("index", "time", "process", "type", "f")
 # Every field FORMATS.md defines for an event; any other field of an invoke is kept in Operation.extra.
 EVENT_FIELDS = frozenset((*REQUIRED_EVENT_FIELDS, "key", "value", "node", "lsn", "error"))

@@ -46,7 +46,7 @@ from checkers.history import (
 )
 from checkers.leader import STATUS
 from checkers.linearizability import ShardResult, check_shard, make_budget, merge
-from checkers.models import Model, get_model
+from checkers.models import MODELS, Model, get_model
 from checkers.registry import CHECKERS, CheckInput, applicable, run_checker
 from checkers.verdict import UNKNOWN, Verdict, check_safe
 
@@ -117,7 +117,8 @@ def judge_files(
     deadline = None if budgets.timeout_s is None else clock() + budgets.timeout_s
     path = Path(history_path)
     names = list(checkers) if checkers is not None else None
-    lin_model = get_model(model, initial=initial) if names is None or LINEARIZABLE in names else None
+    wanted = LINEARIZABLE in names if names is not None else model in MODELS  # (registry: ``applies``)
+    lin_model = get_model(model, initial=initial) if wanted else None
     workers = _Workers.start(path, lin_model, budgets, deadline, clock, history_format, independent)
     journal_dir = _journal_dir(path, journals)
     # With workers, this process reads only its own shard, unless another checker will need everything.

@@ -6,11 +6,12 @@ budgets) and returns a :class:`~checkers.verdict.Verdict`; :func:`run_checker` c
 
 Which checkers apply to an input (:func:`applicable`):
 
-* ``linearizable``: always (the model says what the operations mean);
+* ``linearizable``: whenever its search has a model of the operations (``checkers.models``; not ``log``);
 * ``single-leader-per-term``: when there are journals or the history holds ``status`` observations;
 * ``lsn-monotonicity``: when there are journals or some history operation carries an ``lsn``;
 * ``durability``: for the ``register``, ``cas-register`` and ``queue`` models, when the history has
-  final reads (see :func:`checkers.durability.final_phase`).
+  final reads (see :func:`checkers.durability.final_phase`);
+* ``log``: when the history has ``append`` or ``poll`` operations (the ``log`` workload; ``checkers.log``).
 
 The linearizability checker is imported when it runs, so the others work without it.
 """
@@ -24,11 +25,15 @@ from typing import Any
 from checkers.durability import QUEUE_MODELS, REGISTER_MODELS, check_durability, has_final_reads
 from checkers.history import History, JournalEvent, no_cyclic_gc
 from checkers.leader import STATUS, check_single_leader_per_term
+from checkers.log import applies as _log_applies
+from checkers.log import check_log
 from checkers.lsn import check_lsn_monotonicity
 from checkers.models import MODELS
 from checkers.verdict import Verdict, check_safe
 
-MODEL_NAMES = tuple(MODELS)
+LOG_MODEL = "log"
+"""The ``log`` workload's model: judged by the log checker; the linearizability search has no model of it."""
+MODEL_NAMES = (*MODELS, LOG_MODEL)
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,10 @@ def _durability(inp: CheckInput) -> Verdict:
     return check_durability(inp.history, inp.journals, model=inp.model, final_after=inp.final_after)
 
 
+def _log(inp: CheckInput) -> Verdict:
+    return check_log(inp.history, final_after=inp.final_after)
+
+
 def _has_status(inp: CheckInput) -> bool:
     return bool(inp.journals) or any(op.f == STATUS for op in inp.history.ops)
 
@@ -105,7 +114,7 @@ CHECKERS: dict[str, Checker] = {
             "linearizable",
             "the history is linearizable with respect to the model (Wing & Gong / Lowe search)",
             _linearizable,
-            lambda inp: True,
+            lambda inp: inp.model in MODELS,
         ),
         Checker(
             "single-leader-per-term",
@@ -124,6 +133,13 @@ CHECKERS: dict[str, Checker] = {
             "acknowledged writes and puts survive into the final reads; nothing appears from nowhere",
             _durability,
             _durability_applies,
+        ),
+        Checker(
+            "log",
+            "acknowledged appends survive at one offset; no offset holds two records; polls go forward "
+            "without skipping; nothing read vanishes",
+            _log,
+            lambda inp: _log_applies(inp.history),
         ),
     )
 }

@@ -75,6 +75,8 @@ class Result:
     node: str | None = None
     leader: str | None = None
     redirects: int = 0
+    #: the group (storage shard) whose leader answered and whose LSN ``lsn`` is; None: the single group
+    group: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -286,6 +288,23 @@ class Client:
                       timeout: float | None = None) -> Result:
         return await self.request("confirm", node=node, timeout=timeout, key=queue, guid=guid)
 
+    async def append(self, log: str, value: Any, *, node: str | None = None,
+                     timeout: float | None = None) -> Result:
+        """Append ``value`` to ``log``; ok ``value``: ``[offset, value]``, the offset the log assigned."""
+        return await self.request("append", node=node, timeout=timeout, key=log, value=value)
+
+    async def poll(self, log: str, start: int, *, node: str | None = None, timeout: float | None = None,
+                   local: bool = False, limit: int | None = None) -> Result:
+        """The committed records of ``log`` from offset ``start`` (ok ``value``: ``[[offset, value], ...]``,
+        at most a batch); ``local=True`` as for :meth:`read`."""
+        fields: dict[str, Any] = {"key": log, "from": start}
+        if limit is not None:
+            fields["limit"] = limit
+        if local:
+            return await self.request("poll", node=node, timeout=timeout, follow_redirects=False, local=True,
+                                      **fields)
+        return await self.request("poll", node=node, timeout=timeout, **fields)
+
     async def status(self, node: str, *, timeout: float | None = None) -> Result:
         """The node's own view (``value``: node, role, term, leader, commit LSN, last LSN); never redirected."""
         return await self.request("status", node=node, timeout=timeout, follow_redirects=False)
@@ -381,8 +400,11 @@ def _result_of(reply: dict[str, Any], node: str, redirects: int) -> Result:
     lsn_pair = (lsn[0], lsn[1]) if isinstance(lsn, list | tuple) and len(lsn) == 2 else None
     leader = reply.get("leader")
     leader = leader if isinstance(leader, str) else None
+    group = reply.get("group")
+    group = group if isinstance(group, str) else None
     if reply.get("ok") is True:
-        return Result("ok", value=reply.get("value"), lsn=lsn_pair, node=node, leader=leader, redirects=redirects)
+        return Result("ok", value=reply.get("value"), lsn=lsn_pair, node=node, leader=leader, redirects=redirects,
+                      group=group)
     error = str(reply.get("error"))
     definite = reply.get("definite")
     if not isinstance(definite, bool):
@@ -390,7 +412,7 @@ def _result_of(reply: dict[str, Any], node: str, redirects: int) -> Result:
         definite = error in ERRORS and ERRORS[error].definite
     kind: ResultType = "fail" if definite else "info"
     return Result(kind, value=reply.get("value"), lsn=lsn_pair, error=error,
-                  message=reply.get("message"), node=node, leader=leader, redirects=redirects)
+                  message=reply.get("message"), node=node, leader=leader, redirects=redirects, group=group)
 
 
 class SyncClient:
@@ -417,6 +439,12 @@ class SyncClient:
 
     def confirm(self, queue: str, guid: str, **options: Any) -> Result:
         return self._loop.run_until_complete(self._client.confirm(queue, guid, **options))
+
+    def append(self, log: str, value: Any, **options: Any) -> Result:
+        return self._loop.run_until_complete(self._client.append(log, value, **options))
+
+    def poll(self, log: str, start: int, **options: Any) -> Result:
+        return self._loop.run_until_complete(self._client.poll(log, start, **options))
 
     def status(self, node: str, **options: Any) -> Result:
         return self._loop.run_until_complete(self._client.status(node, **options))

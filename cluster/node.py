@@ -54,6 +54,7 @@ from cluster.core.election.fluvio import CONTROLLER_ID
 from cluster.core.errors import error_reply as core_error_reply
 from cluster.core.fluvio_controller import Controller, ControllerConfig, recover_controller
 from cluster.core.member import Node, Ready
+from cluster.core.shards import node_class
 from cluster.core.storage import StorageError, recover
 from cluster.disk import (
     FSYNC_POLICIES,
@@ -753,7 +754,8 @@ class _Refused(Exception):
 
 def _log_event(line: dict[str, Any]) -> None:
     if line.get("event") == "role":
-        log.info("role %s term %s leader %s", line.get("role"), line.get("term"), line.get("leader"))
+        group = f" in {line['group']}" if "group" in line else ""  # a storage shard's (docs/shards.md)
+        log.info("role %s term %s leader %s%s", line.get("role"), line.get("term"), line.get("leader"), group)
     elif log.isEnabledFor(logging.DEBUG):
         log.debug("journal %s", json.dumps(line))
 
@@ -805,7 +807,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             core: Node | Controller = Controller(options.controller_config(), recovered,  # type: ignore[arg-type]
                                                  now=time.monotonic(), wall=time.time(), rng=rng)
         else:
-            core = Node(options.node_config(), recovered, now=time.monotonic(), wall=time.time(), rng=rng)
+            config = options.node_config()
+            core = node_class(config)(config, recovered, now=time.monotonic(), wall=time.time(), rng=rng)
         runtime = NodeRuntime(options, core, storage, journal, listen_socket, rng)  # type: ignore[arg-type]
         asyncio.run(runtime.run())
         log.info("stopped")

@@ -1,6 +1,6 @@
 """Choosing a workload by name, and planning its operations as pure data.
 
-* :func:`workload_names` / :func:`make_workload`: the registry (``register``, ``queue``); an unknown
+* :func:`workload_names` / :func:`make_workload`: the registry (``register``, ``queue``, ``log``); an unknown
   name raises ``ValueError`` listing the valid ones.
 * :func:`plan`: the operations each process would be handed within a time limit if every operation
   took no time (an upper bound), as pure data for ``schedule.jsonl`` and the simulator.
@@ -16,6 +16,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from workloads.log import LogWorkload
 from workloads.ops import Op, Workload
 from workloads.queue import QueueWorkload
 from workloads.register import RegisterWorkload
@@ -23,6 +24,7 @@ from workloads.register import RegisterWorkload
 WORKLOADS: dict[str, Callable[..., Workload]] = {
     "register": RegisterWorkload,
     "queue": QueueWorkload,
+    "log": LogWorkload,
 }
 
 

@@ -22,7 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 CHECKERS: tuple[str, ...] = ("single-leader-per-term", "lsn-monotonicity", "durability", "linearizable")
-"""The names of the checkers a workload may ask for."""
+"""The checkers of the register and queue workloads."""
+LOCAL_FS: tuple[str, ...] = ("read", "poll")
+"""The operations that may be ``local`` (served by their node): the register's read, the log's poll."""
 
 VALUE_STRIDE = 1_000_000
 """Written values are ``process * VALUE_STRIDE + n`` (n = 1, 2, ... per process and key): unique per key,
@@ -49,8 +51,8 @@ class Op:
     def __post_init__(self) -> None:
         if not isinstance(self.f, str) or not self.f:
             raise ValueError(f"an operation needs a function name f, not {self.f!r}")
-        if self.local and self.f != "read":
-            raise ValueError(f"only a read can be local (served by its node), not {self.f!r}")
+        if self.local and self.f not in LOCAL_FS:
+            raise ValueError(f"only a read or a poll can be local (served by its node), not {self.f!r}")
         if not (isinstance(self.think, int | float) and math.isfinite(self.think) and self.think >= 0):
             raise ValueError(f"think time must be a non-negative number of seconds, not {self.think!r}")
 
@@ -113,7 +115,7 @@ FinalOps = Generator[Op, Any, None]
 
 
 class Workload(Protocol):
-    """A seeded workload. Implementations: ``workloads.register``, ``workloads.queue``."""
+    """A seeded workload. Implementations: ``workloads.register``, ``workloads.queue``, ``workloads.log``."""
 
     name: str
     checkers: tuple[str, ...]

@@ -19,12 +19,17 @@ outcomes into ok / fail (definite) / info (indefinite) and follows redirects; th
   indefinite, a definite failure of a re-send cannot say that the earlier one did not happen, so without
   an acknowledgement the completion stays ``info`` (the first indefinite outcome). This is what
   makes the ``no-dedup`` bug visible (the simulator's producers do the same, docs/simulation.md);
-* a ``local`` read is sent with ``local=True``: the op's node answers it itself, never a redirect.
+* a ``local`` read or poll is sent with ``local=True``: the op's node answers it itself, never a redirect;
+* a ``poll`` whose value is null (the log workload's chaos-phase polls, ``workloads.log``) reads from one
+  past the highest offset this process has read from that log, or from 0: :meth:`ClusterWorkloadClient.prepare`
+  fills the offset in before the interpreter records the invoke. Like a read, a poll that ended ``info``
+  is recorded ``fail`` (it changes nothing). An ``append`` completes ok with ``[offset, value]``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 from cluster.client import DEFAULT_TIMEOUT, Client, Result
@@ -38,17 +43,21 @@ PUT_RETRY_BACKOFF = 0.05
 
 
 def completion_of(result: Result, f: str) -> dict[str, Any]:
-    """A cluster ``Result`` as the completion fields of the history (``lsn`` as a ``[term, seq]`` list)."""
+    """A cluster ``Result`` as the completion fields of the history (``lsn`` as a ``[term, seq]`` list, and
+    ``group`` when a storage shard answered)."""
     kind = result.type
-    if f == "read" and kind == "info":
+    if f in ("read", "poll") and kind == "info":
         kind = "fail"
-    return {
+    completion = {
         "type": kind,
         "value": result.value,
         "lsn": list(result.lsn) if result.lsn is not None else None,
         "node": result.node,
         "error": result.error,
     }
+    if result.group is not None:
+        completion["group"] = result.group  # a storage shard's (docs/shards.md); absent: the single group
+    return completion
 
 
 class ClusterWorkloadClient:
@@ -67,6 +76,13 @@ class ClusterWorkloadClient:
         self.put_attempt_timeout = put_attempt_timeout
         self.put_retry_backoff = put_retry_backoff
         self._consumed: dict[str, str] = {}  # queue -> GUID of the last message consumed and not confirmed
+        self._next_offset: dict[str, int] = {}  # log -> where this process's next poll reads from
+
+    def prepare(self, op: Op) -> Op:
+        """``op`` with what only this process knows filled in: a poll's offset (module docstring)."""
+        if op.f == "poll" and op.value is None:
+            return replace(op, value=self._next_offset.get(op.key, 0))
+        return op
 
     async def invoke(self, op: Op) -> dict[str, Any]:
         c, key, node, timeout = self.client, op.key, op.node, self.timeout
@@ -80,6 +96,15 @@ class ClusterWorkloadClient:
         elif op.f == "cas":
             expected, new = op.value
             result = await c.cas(key, expected, new, node=node, timeout=timeout)
+        elif op.f == "append":
+            result = await c.append(key, op.value, node=node, timeout=timeout)
+        elif op.f == "poll":
+            start = op.value if op.value is not None else self._next_offset.get(key, 0)
+            result = await c.poll(key, start, node=node, timeout=timeout, local=op.local)
+            if result.type == "ok" and isinstance(result.value, list):
+                offsets = [r[0] for r in result.value if isinstance(r, list) and r and isinstance(r[0], int)]
+                if offsets:
+                    self._next_offset[key] = max(self._next_offset.get(key, 0), max(offsets) + 1)
         elif op.f == "put":
             result = await self._put(key, op.value["value"], op.value["guid"], node)
         elif op.f == "consume":

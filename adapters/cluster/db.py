@@ -386,7 +386,7 @@ class ClusterDB:
 
     # -- observation ----------------------------------------------------------------------------------
 
-    workloads = ("register", "queue")
+    workloads = ("register", "queue", "log")
     """The workloads ``ClusterWorkloadClient`` runs (``harness.db.Clients``)."""
 
     async def open_client(self, deployment: Deployment, process: int, timeout: float) -> ClusterWorkloadClient:

@@ -9,7 +9,8 @@ external-store modes when asked for by name) and each mode
 it applies to, explore seeds in order until the checker named for the bug (``KnownBug.caught_by``) fails,
 and count the seeds (and simulated seconds) that took; repeat over several *rounds* of disjoint seeds
 (round ``r`` starts at seed ``r * ROUND_STRIDE + 1``). Each bug runs the workload that can show it
-(``KnownBug.workload``: the queue for ``no-dedup`` and ``no-redelivery``, registers otherwise) under all of
+(``KnownBug.workload``: the queue for ``no-dedup`` and ``no-redelivery``, the log for ``read-beyond-hw``,
+registers otherwise) under all of
 the simulator's nemeses, except where :data:`BUG_SETUPS` says otherwise. The bug-free build of each mode
 is explored too and must fail no checker at all.
 
@@ -56,6 +57,7 @@ BUG_SETUPS: dict[str, dict[str, Any]] = {
                              "core": {"leader_quorum_timeout": 0}},
     "lease-own-clock": {"nemesis": ("partition", "clock"), "nemesis_interval": 3.0, "op_timeout": 1.0,
                         "client_binding": "node", "core": {"leader_quorum_timeout": 0}},
+    "read-beyond-hw": {"nemesis": ("partition", "kill", "pause"), "nemesis_interval": 3.0, "rate": 10.0},
 }
 """How a bug that needs particular conditions is explored; every other bug runs the simulator's defaults
 (all nemeses, default node configuration). ``lease-read-wallclock`` needs a wall clock that steps back on
@@ -78,7 +80,12 @@ old leader. With the default 5 s op timeout that takes longer than the partition
 with 1 s, and both packages every 3 s on average (a clock fault often lands within the one-second lease
 after a cut), the stale read is seen in tens of seeds (docs/simulation.md). Since the shared client policy
 its clients are bound to nodes as well: leader-following, it was found in none of 3 x 150 seeds
-(2026-11-25); bound, in 30/24/51."""
+(2026-11-25); bound, in 30/24/51.
+
+``read-beyond-hw`` needs a node holding appends it cannot commit (a leader cut off, paused or killed
+with them) while consumers poll it, and then a new leader that gives their offsets to other records:
+partitions, kills and pauses every 3 s, and the log workload's usual pace (10 operations per second per
+process, where the matrix's default of 2 leaves few appends in flight when a fault lands)."""
 
 
 MODE_SETUPS: dict[tuple[str, str], dict[str, Any]] = {
@@ -97,13 +104,20 @@ def setup_for(bug: str, mode: str) -> dict[str, Any]:
     return MODE_SETUPS.get((bug, mode), BUG_SETUPS.get(bug, {}))
 
 
+MATRIX_SHARDS = 4
+"""A storage shards' bug (``KnownBug.shards``) is explored with this many shards (``--db-opt shards=4``)."""
+
+
 def spec_for_bug(base: TestSpec, bug: str, mode: str) -> TestSpec:
     """``base`` with ``bug`` switched on in ``mode``, the workload that can show it and the bug's setup (any
-    other key of the setup, e.g. ``nemesis_interval``, replaces that ``TestSpec`` field)."""
+    other key of the setup, e.g. ``nemesis_interval``, replaces that ``TestSpec`` field); a storage shards'
+    bug runs with :data:`MATRIX_SHARDS` shards."""
     setup = setup_for(bug, mode)
     fields = {k: v for k, v in setup.items() if k not in ("nemesis", "core")}
     options = dict(base.db_options)
     core = {**options.get("core", {}), **setup.get("core", {})}
+    if KNOWN_BUGS[bug].shards and options.get("shards", 1) == 1:
+        options["shards"] = MATRIX_SHARDS
     options.update(mode=mode, bug=[bug], **({"core": core} if core else {}))
     return replace(base, db=DB, platform="sim", db_options=options, workload=workload_for_bug(bug),
                    nemesis=tuple(setup.get("nemesis", base.nemesis)), **fields)

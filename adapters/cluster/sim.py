@@ -70,6 +70,7 @@ from cluster.client import CONNECTION_REFUSED, Client, Lost, NeverSent
 from cluster.core.config import NodeConfig
 from cluster.core.fluvio_controller import Controller, ControllerConfig, recover_controller
 from cluster.core.member import Node, Ready
+from cluster.core.shards import node_class
 from cluster.core.storage import recover
 from harness.db import Deployment, fault_targets, hosts_of
 from harness.sim.clock import NS, WALL_EPOCH, NodeClock, to_ns
@@ -461,7 +462,7 @@ class World:
             node.core = Controller(node.config, state, clock.mono(now), clock.wall(now), rng)
         else:
             recovered = recover(node.disk.durable_records(copy=True))
-            node.core = Node(node.config, recovered, clock.mono(now), clock.wall(now), rng)
+            node.core = node_class(node.config)(node.config, recovered, clock.mono(now), clock.wall(now), rng)
         node.core_calls += 1
         self.core_calls += 1
         self._carry_out(node, node.core.start(clock.mono(now), clock.wall(now)))

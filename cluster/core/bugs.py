@@ -6,7 +6,8 @@ modes it applies to, and the checker that is expected to catch it (issue 2, item
 
 A bug applies to a mode when the mistake means something there and is made in that mode's own code path
 (issue 7). The node-level bugs live in the shared write, read, replication and state machine code, so
-`ack-before-commit`, `stale-read`, `no-dedup` and `no-redelivery` apply to every mode. The others:
+`ack-before-commit`, `stale-read`, `no-dedup`, `no-redelivery` and `read-beyond-hw` (the log's) apply to
+every mode. The others:
 
 * `vote-twice`: blazingmq, raft and aeron, whose members vote (aeron: a follower's Vote FOR once per
   term). Fluvio SPUs are appointed by the controller and lease nodes by the store's compare-and-set:
@@ -21,6 +22,9 @@ A bug applies to a mode when the mistake means something there and is made in th
   but the simulator did not catch it in 3 x 150 seeds, so it is not enabled there.
 * `skip-leader-sync` (blazingmq), `promote-outside-lrs` (fluvio, the SC), `stale-vote` (aeron),
   `lease-own-clock` and `no-fencing-token` (lease) are mistakes in one mode's own mechanism.
+* `stale-primary` and `primary-lsn-reuse` are mistakes of the storage shards (`cluster.core.shards`,
+  docs/shards.md), which sit above the election: they apply to every mode, and only with `shards` > 1
+  (`KnownBug.shards`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class KnownBug:
     modes: tuple[str, ...] = ("blazingmq", "raft")
     #: the workload whose operations can show it: the queue's bugs need the queue
     workload: str = "register"
+    #: a mistake of the storage shards: it needs a node with `shards` > 1 (the matrix and suites use 4)
+    shards: bool = False
 
 
 KNOWN_BUGS: dict[str, KnownBug] = {
@@ -133,6 +139,33 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "entries: the follower drops entries it applied and applies the older term's after them",
             "lsn-monotonicity",
             modes=("lease",),
+        ),
+        KnownBug(
+            "read-beyond-hw",
+            "any node, leader or follower, answers polls of a log at once from its whole log, past the commit "
+            "point (fluvio: the high watermark) up to its last entry, so consumers read records that a leader "
+            "change then truncates",
+            "log",
+            modes=ALL_MODES,
+            workload="log",
+        ),
+        KnownBug(
+            "stale-primary",
+            "replicas of a storage shard accept and acknowledge its primary's writes without checking the "
+            "primary lease id, so a node the leader replaced as primary, and that has not heard of it, "
+            "keeps committing writes: two primaries of one shard, acknowledged writes lost",
+            "committed-data durability",
+            modes=ALL_MODES,
+            shards=True,
+        ),
+        KnownBug(
+            "primary-lsn-reuse",
+            "the leader reassigns a storage shard without bumping its primary lease id, so the new primary "
+            "numbers its entries (lease, 1), (lease, 2), ... again after its predecessor's: one LSN for two "
+            "entries, and LSNs that go back within the shard",
+            "lsn-monotonicity",
+            modes=ALL_MODES,
+            shards=True,
         ),
     )
 }

@@ -15,6 +15,10 @@ from cluster.core.bugs import ALL_MODES, validate_bugs
 
 FSYNC_POLICIES = ("always", "never")
 DEDUP_WINDOW_UNITS = ("seconds", "entries")
+#: seed 004's masterAssignment (E_LEADER_IS_MASTER_ALL, E_LEAST_ASSIGNED): who the leader makes primary of
+#: each storage shard (cluster.core.shards)
+ASSIGNMENTS = ("leader-is-master-all", "least-assigned")
+MAX_SHARDS = 256
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,11 @@ class NodeConfig:
     lease_key: str = field(default="leader", metadata={"doc": "lease mode: the store key holding the lease"})
     lease_ttl: float = field(default=1.0, metadata={
         "doc": "lease mode: a lease not renewed for this long expires (seed 003's time to live)"})
+    shards: int = field(default=1, metadata={
+        "doc": "storage shards, each with a primary the leader assigns (seed 004; docs/shards.md); 1: none, "
+               "the node's one log"})
+    assignment: str = field(default="leader-is-master-all", metadata={
+        "doc": "with shards > 1, seed 004's masterAssignment: `leader-is-master-all` or `least-assigned`"})
 
     def __post_init__(self) -> None:
         if not isinstance(self.node_id, str) or not self.node_id:
@@ -84,6 +93,10 @@ class NodeConfig:
         if self.dedup_window_unit not in DEDUP_WINDOW_UNITS:
             raise ValueError(f"unknown dedup_window_unit {self.dedup_window_unit!r}; "
                              f"valid: {', '.join(DEDUP_WINDOW_UNITS)}")
+        if not isinstance(self.shards, int) or isinstance(self.shards, bool) or not 1 <= self.shards <= MAX_SHARDS:
+            raise ValueError(f"shards must be an integer from 1 to {MAX_SHARDS}, got {self.shards!r}")
+        if self.assignment not in ASSIGNMENTS:
+            raise ValueError(f"unknown assignment {self.assignment!r}; valid: {', '.join(ASSIGNMENTS)}")
         object.__setattr__(self, "store", tuple(self.store))
         if self.mode == "lease" and not self.store:
             raise ValueError("mode 'lease' needs the external store's members (store=..., --store)")

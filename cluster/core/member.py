@@ -66,12 +66,12 @@ from cluster.core.messages import (
     ReadIndexResponse,
     parse_message,
 )
-from cluster.core.statemachine import WRITE_OPS, Outcome, StateMachine
+from cluster.core.statemachine import READ_OPS, WRITE_OPS, LogQuery, Outcome, StateMachine, read_query
 from cluster.core.storage import Recovered, applied_record, entries_record, leader_record, term_record
 from cluster.core.sync import LeaderSync
 from cluster.core.uncommitted import COMMITTED, READ_CONSISTENCY, UNCOMMITTED, uncommitted_read
 
-CLIENT_OPS = ("read", "status", *WRITE_OPS)
+CLIENT_OPS = (*READ_OPS, "status", *WRITE_OPS)
 
 
 @dataclass
@@ -157,6 +157,7 @@ class Node:
         self.bug_stale_read = config.has_bug("stale-read")
         self.bug_lease_read = config.has_bug("lease-read-wallclock")
         self.bug_no_fencing = config.has_bug("no-fencing-token")
+        self.bug_read_beyond_hw = config.has_bug("read-beyond-hw")
         self._handlers = {
             LeaderHeartbeat: self._on_heartbeat,
             LeaderHeartbeatResponse: self._on_heartbeat_response,
@@ -222,6 +223,8 @@ class Node:
         # `lsn-reuse`: the "fast restart" path that resumes a persisted leadership of the current term.
         self.resumable_term = (recovered.leader_term if config.has_bug("lsn-reuse")
                                and recovered.leader_term == recovered.term and recovered.term > 0 else None)
+        if config.shards > 1 and type(self) is Node:
+            raise ValueError("a node with storage shards is a cluster.core.shards.ShardedNode (node_class)")
 
     # ------------------------------------------------------------------ driver API
 
@@ -278,8 +281,8 @@ class Node:
             return self._finish()
         if op == "status":
             self._reply(client, {"id": request_id, "ok": True, "value": self.status()})
-        elif op == "read":
-            self._handle_read(client, request, now, wall)
+        elif op in READ_OPS:  # a poll carries a LogQuery where a read carries its key
+            self._handle_read(client, {**request, "key": read_query(request)}, now, wall)
         else:
             self._handle_write(client, request, now)
             if self.role == LEADER and self.accepting:
@@ -831,7 +834,7 @@ class Node:
             return
         op = request["op"]
         entry: Entry = {"f": op, "key": request["key"]}
-        if op in ("write", "cas", "put"):
+        if op in ("write", "cas", "put", "append"):
             entry["value"] = request.get("value")
         if op in ("put", "confirm"):
             entry["guid"] = request["guid"]
@@ -847,6 +850,10 @@ class Node:
         key = request["key"]
         if self.bug_stale_read:
             self._reply(client, self._read_reply(request.get("id"), key))
+            return
+        if self.bug_read_beyond_hw and type(key) is LogQuery:  # any node, at once, up to its last entry
+            value, lsn = uncommitted_read(self.log, self.applied_index, self.state_machine, key)
+            self._reply(client, {"id": request.get("id"), "ok": True, "value": value, "lsn": lsn})
             return
         if self.role != LEADER:
             if request.get("local") is True and request.get("consistency", COMMITTED) == COMMITTED:
@@ -1028,10 +1035,12 @@ def _validate_request(request: Any) -> str:
         return op
     if not isinstance(request.get("key"), str):
         raise RequestError(f"{op} needs a string 'key'")
-    if op == "read" and request.get("consistency", COMMITTED) not in READ_CONSISTENCY:
-        raise RequestError(f"read 'consistency' must be one of {', '.join(READ_CONSISTENCY)}")
-    if op == "read" and not isinstance(request.get("local", False), bool):
-        raise RequestError("read 'local' must be true (served by this node) or false")
+    if op in READ_OPS and request.get("consistency", COMMITTED) not in READ_CONSISTENCY:
+        raise RequestError(f"{op} 'consistency' must be one of {', '.join(READ_CONSISTENCY)}")
+    if op in READ_OPS and not isinstance(request.get("local", False), bool):
+        raise RequestError(f"{op} 'local' must be true (served by this node) or false")
+    if op == "poll" and (type(request.get("from")) is not int or request["from"] < 0):
+        raise RequestError("poll needs 'from': the first offset wanted, a non-negative integer")
     if op == "cas":
         value = request.get("value")
         if not isinstance(value, list) or len(value) != 2:

@@ -30,6 +30,17 @@ leader time, continued from the previous entry by each new leader, so it never d
 The known bug `no-redelivery` restores the old behaviour: a pending message is never delivered again and
 `null` is answered as soon as nothing is ready.
 
+* **logs** (issue 26, the `log` workload): `append` adds its value to the key's log at the next
+  *offset*, which is the number of appends to that key committed before it, in log (LSN) order: 0, 1, 2,
+  ... per key, decided at apply time, so every node assigns the same offsets; the ack carries
+  `[offset, value]`. `poll` is a read (`READ_OPS`): `{"op": "poll", "key", "from", "limit"}` answers
+  `[[offset, value], ...]`, the committed records from offset `from`, at most `limit`
+  (`POLL_LIMIT` by default), without an LSN. A poll goes through the read path of every
+  other read (the leader's read index; `local` at a follower), so it is served up to the commit point, which
+  in fluvio mode is the high watermark: a consumer never sees a record that a leader change can take back.
+  The known bug `read-beyond-hw` has every node answer polls at once from its whole log instead
+  (`cluster.core.uncommitted.uncommitted_read`).
+
 `apply` returns the client outcome and the operation as the journal's `apply` event records it.
 """
 
@@ -42,7 +53,30 @@ from typing import Any
 from cluster.core.log import Entry
 
 #: operations that go through the log (client writes).
-WRITE_OPS = ("write", "cas", "put", "consume", "confirm")
+WRITE_OPS = ("write", "cas", "put", "consume", "confirm", "append")
+#: operations served from the state machine by the read path (a register's read, a log's poll).
+READ_OPS = ("read", "poll")
+POLL_LIMIT = 16
+"""Records one poll returns at most, unless it asks for fewer (`limit`)."""
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    """A poll as the read path carries it in place of a register's key: the log, the first offset wanted
+    and how many records at most."""
+
+    key: str
+    start: int
+    limit: int = POLL_LIMIT
+
+
+def read_query(request: dict[str, Any]) -> str | LogQuery:
+    """What a validated read request asks for: a register's key, or a :class:`LogQuery` for a poll."""
+    if request.get("op") == "poll":
+        limit = request.get("limit")
+        return LogQuery(request["key"], request["from"],
+                        min(limit, POLL_LIMIT) if type(limit) is int and limit > 0 else POLL_LIMIT)
+    return request["key"]
 
 
 def valid_entry(entry: Entry) -> bool:
@@ -88,14 +122,20 @@ class StateMachine:
                  visibility_timeout: float = 5.0, redelivery: bool = True) -> None:
         self.registers: dict[str, tuple[Any, list[int]]] = {}
         self.queues: dict[str, Queue] = {}
+        self.logs: dict[str, list[tuple[Any, list[int]]]] = {}  # key -> (value, lsn) by offset
         self.dedup_window = dedup_window
         self.dedup_by_entries = dedup_unit == "entries"
         self.dedup = dedup
         self.visibility_timeout = visibility_timeout
         self.redelivery = redelivery
 
-    def read(self, key: str) -> tuple[Any, list[int] | None]:
-        """The register's value and the LSN of the write that produced it."""
+    def read(self, key: str | LogQuery) -> tuple[Any, list[int] | None]:
+        """The register's value and the LSN of the write that produced it; for a :class:`LogQuery`, the
+        records ``[[offset, value], ...]`` it asks for and no LSN (a batch is no one entry: the LSN checker
+        would take a poll's LSN for a write's or for the key's latest entry)."""
+        if type(key) is LogQuery:
+            records = self.logs.get(key.key, [])[key.start:key.start + key.limit] if key.start >= 0 else []
+            return [[key.start + i, value] for i, (value, _) in enumerate(records)], None
         found = self.registers.get(key)
         return (None, None) if found is None else found
 
@@ -115,6 +155,14 @@ class StateMachine:
                 return Outcome(True, None, lsn), {"f": "cas", "value": [expected, new], "ok": True}
             return (Outcome(False, None, lsn, error="cas-mismatch"),
                     {"f": "cas", "value": [expected, new], "ok": False})
+        if f == "append":
+            log = self.logs.get(key)
+            if log is None:
+                log = self.logs[key] = []
+            offset = len(log)
+            log.append((entry["value"], lsn))
+            return (Outcome(True, [offset, entry["value"]], lsn),
+                    {"f": "append", "value": entry["value"], "offset": offset})
         if f == "put":
             return self._put(self._queue(key), entry)
         if f == "consume":

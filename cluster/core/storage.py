@@ -11,6 +11,11 @@ objects with a `"t"` type field, defined once in `RECORDS`:
 * `applied`: everything up to `index` has been applied and journalled; on recovery those entries are
   applied again silently, so a node's journal shows each LSN applied once and in increasing order.
 * `leader`: this node became leader of `term`. Recovery reports it; only the `lsn-reuse` bug acts on it.
+
+With storage shards (`cluster.core.shards`), each shard's replica persists the same records with a
+`"group"` field naming its shard (`"shard-0"`, ...); `recover` sets them aside, without the field, in
+`Recovered.groups`, and the shard layer recovers each shard from its own records. A node without shards
+writes no such record.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ class Recovered:
     applied_index: int = 0
     leader_term: int | None = None
     records: int = 0
+    #: storage shards' records (`"group"` field), by group, in order and without that field
+    groups: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def recover(records: Iterable[dict[str, Any]]) -> Recovered:
@@ -68,7 +75,12 @@ def recover(records: Iterable[dict[str, Any]]) -> Recovered:
     for number, record in enumerate(records):
         kind = record.get("t") if isinstance(record, dict) else None
         try:
-            if kind == "term":
+            if kind is not None and "group" in record:
+                group = record["group"]
+                if not isinstance(group, str) or kind not in RECORDS:
+                    raise TypeError(f"a group record needs a string group and a known type, got {group!r}, {kind!r}")
+                state.groups.setdefault(group, []).append({k: v for k, v in record.items() if k != "group"})
+            elif kind == "term":
                 term, vote = record["term"], record["vote"]
                 if type(term) is not int or not (vote is None or isinstance(vote, str)):
                     raise TypeError("term must be an int and vote a string or null")

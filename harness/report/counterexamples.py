@@ -10,6 +10,9 @@ name, so a renamed checker keeps its drawing and an unknown shape still shows, a
   claims on one timeline, the two claims marked, the time both believed they led shaded;
 * LSN order (``first``, ``violations``): the out-of-order pair, as two operations on a time axis with
   their LSNs, or as the two journal entries; every violation kind with its count;
+* log (``log_anomalies``, ``timeline``): each flagged log's offsets against time (acknowledgements,
+  polls' records, final polls' records, the anomalies marked), faults shaded; a table of the anomalies
+  with their history lines;
 * linearizability (``blocked``, ``window``, ``longest_linearization``): Porcupine's view: the
   concurrent operations around the violation as bars per process, the longest linearization found
   threaded through them in order with the state after each step, and the operation it could not take.
@@ -143,6 +146,13 @@ def anomaly_time(counterexample: Any, alignment: Alignment | None) -> tuple[int,
     if isinstance(ce.get("blocked"), Mapping):
         t = _evidence_time(ce["blocked"], "ret")
         return (t, "not linearizable") if t is not None else None
+    if isinstance(ce.get("log_anomalies"), Mapping):
+        found = [(t, f"log: {kind}") for kind, records in ce["log_anomalies"].items()
+                 for record in (records if isinstance(records, list) else []) if isinstance(record, Mapping)
+                 for t in (record.get("acked_at"), record.get("read_at"),
+                           _evidence_time(record.get("append"), "ret"), _evidence_time(record.get("poll"), "ret"))
+                 if isinstance(t, int)]
+        return min(found) if found else None
     for kind, label in (("lost", "lost write acknowledged"), ("missing_on_node", "write missing on a node")):
         records = ce.get(kind)
         if isinstance(records, list) and records and isinstance(records[0], Mapping):
@@ -336,6 +346,103 @@ def _lost_figure(lost: Sequence[Mapping[str, Any]], faults: FaultView, end: int)
     )
     if len(lost) > MAX_ROWS:
         caption += f" The first {MAX_ROWS} of {len(lost)} listed are drawn."
+    return svg.markup(), caption
+
+
+# -- log ----------------------------------------------------------------------------------------------
+
+LOG_POINT_KINDS = {"ack": ("op ok", "append acknowledged", "green"),
+                   "poll": ("op pending", "record read by a poll", "grey"),
+                   "final": ("op info", "record read by a final poll", "orange")}
+"""How the offsets-over-time panel draws each kind of point (checkers.log ``timeline``): CSS class, what it
+is, its colour for the caption."""
+
+
+def _log_view(view: CheckerView, ce: Mapping[str, Any], faults: FaultView, end: int) -> None:
+    panels = [p for p in ce.get("timeline") or [] if isinstance(p, Mapping)]
+    if panels:
+        view.figure, view.caption = _log_figure(panels, faults, end)
+    anomalies = ce.get("log_anomalies") if isinstance(ce.get("log_anomalies"), Mapping) else {}
+    counts = ce.get("counts") if isinstance(ce.get("counts"), Mapping) else {}
+    rows = []
+    for kind, records in anomalies.items():
+        records = [r for r in records if isinstance(r, Mapping)] if isinstance(records, list) else []
+        for k, record in enumerate(records[:5]):
+            lines = sorted({line for line in _log_lines(record) if isinstance(line, int)})
+            rows.append([
+                Cell(str(kind) if k == 0 else "", cls="bad" if k == 0 else None),
+                Cell(f"{counts.get(kind, len(records)):,}" if k == 0 and isinstance(counts.get(kind, 0), int) else ""),
+                Cell(short(record.get("key"), 16), cls="mono"),
+                Cell(str(record.get("offset")) if record.get("offset") is not None else "—", cls="mono"),
+                Cell(str(record.get("explanation", "")), cls="small"),
+                *([_line("history.jsonl", lines[0])] if lines else [Cell("—")]),
+            ])
+    if rows:
+        view.tables.append(Table(
+            "Log anomalies (the first five of each class)",
+            ["class", "count", "log", "offset", "what happened", "first history line"],
+            rows,
+        ))
+
+
+def _log_lines(record: Mapping[str, Any]) -> list[Any]:
+    """The history lines one anomaly record names (its operations' and sightings')."""
+    lines: list[Any] = []
+    for name in ("append", "poll", "earlier", "previous"):
+        op = record.get(name)
+        if isinstance(op, Mapping):
+            lines.append(op.get("complete_line") or op.get("invoke_line"))
+    for name in ("acked_line", "read_line"):
+        lines.append(record.get(name))
+    for seen in record.get("seen") or []:
+        if isinstance(seen, Mapping):
+            lines.append(seen.get("line"))
+    for value in record.get("values") or []:
+        for seen in (value.get("seen") or []) if isinstance(value, Mapping) else []:
+            if isinstance(seen, Mapping):
+                lines.append(seen.get("line"))
+    return lines
+
+
+def _log_figure(panels: Sequence[Mapping[str, Any]], faults: FaultView, end: int) -> tuple[Markup, str]:
+    """One panel per flagged log: time across, offset up; a dot per record seen, a ring per anomaly."""
+    moments = [p[0] for panel in panels for p in list(panel.get("points") or []) + list(panel.get("anomalies") or [])
+               if isinstance(p, list | tuple) and p and isinstance(p[0], int)]
+    lo, hi = (min(moments), max(moments)) if moments else (0, max(end, 1))
+    scale = Scale(lo, max(hi, lo + 1), LEFT, WIDTH - RIGHT)
+    panel_h, gap = 160.0, 34.0
+    svg = Svg(WIDTH, label="log anomalies: offsets read and acknowledged over time")
+    top = 26.0
+    for panel in panels:
+        points = [p for p in panel.get("points") or [] if isinstance(p, list | tuple) and len(p) == 3
+                  and isinstance(p[0], int) and isinstance(p[1], int)]
+        marks = [p for p in panel.get("anomalies") or [] if isinstance(p, list | tuple) and len(p) == 3
+                 and isinstance(p[0], int) and isinstance(p[1], int)]
+        offsets = [p[1] for p in points + marks] or [0]
+        low, high = min(offsets), max(max(offsets), min(offsets) + 1)
+        bottom = top + panel_h
+
+        def y(offset: int, low: int = low, high: int = high, bottom: float = bottom) -> float:
+            return bottom - 6 - (offset - low) * (panel_h - 12) / (high - low)
+
+        _shade(svg, scale, faults, top, bottom)
+        svg.axis(scale, top - 4, bottom, target=10)
+        svg.text(LEFT - 8, top + 12, f"log {short(panel.get('key'), 12)}", "lane-label mono", anchor="end")
+        svg.text(LEFT - 8, top + 28, f"offset {high}", "fig-label", anchor="end")
+        svg.text(LEFT - 8, bottom - 2, f"offset {low}", "fig-label", anchor="end")
+        for t, offset, kind in points:
+            cls, what, _ = LOG_POINT_KINDS.get(str(kind), ("op pending", str(kind), "grey"))
+            svg.circle(scale.clamp(t), y(offset), 2.2, cls, f"{what}: offset {offset} at {_t(t)}")
+        for t, offset, kind in marks:
+            svg.circle(scale.clamp(t), y(offset), 5.0, "claim-mark", f"{kind} at offset {offset}, {_t(t)}")
+        top = bottom + gap
+    svg.height = top - gap + 8
+    legend = "; ".join(f"{colour}: {what}" for _, what, colour in LOG_POINT_KINDS.values())
+    caption = (
+        "Each panel is one log with an anomaly: time runs across the run's axis, offsets go up. Dots are the "
+        f"records seen ({legend}); red rings mark where an anomaly shows (hover for its class). Faults are "
+        "shaded as on the timeline; the table below names every anomaly's history lines."
+    )
     return svg.markup(), caption
 
 
@@ -765,6 +872,9 @@ def checker_view(
         elif "unknown_keys" in ce:
             view.kind = "linearizability-unknown"
             _unknown_keys(view, ce)
+        elif "log_anomalies" in ce:
+            view.kind = "log"
+            _log_view(view, ce, faults, end)
         elif any(k in ce for k in ("lost", "missing_on_node", "never_written", "duplicates", "dropped")):
             view.kind = "durability"
             _durability(view, ce, faults, end)

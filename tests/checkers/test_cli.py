@@ -200,6 +200,7 @@ def test_list_names_the_checkers() -> None:
         "single-leader-per-term",
         "lsn-monotonicity",
         "durability",
+        "log",
     ]
 
 

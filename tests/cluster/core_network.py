@@ -30,6 +30,7 @@ from typing import Any
 
 from cluster.core.config import NodeConfig
 from cluster.core.member import Node, Ready
+from cluster.core.shards import node_class
 from cluster.core.storage import recover
 
 # Timers short enough for an election to settle in about a second of virtual time.
@@ -155,7 +156,8 @@ class CoreNetwork:
         assert self.nodes[node_id] is None, f"{node_id} is already running"
         self.incarnation[node_id] += 1
         rng = random.Random(f"{self.seed}/{node_id}/{self.incarnation[node_id]}")
-        node = Node(self.configs[node_id], recover(_copy(self.disks[node_id])), self.now, self.wall(node_id), rng)
+        config = self.configs[node_id]
+        node = node_class(config)(config, recover(_copy(self.disks[node_id])), self.now, self.wall(node_id), rng)
         self.nodes[node_id] = node
         self.observer.on_restart(node_id, node)
         self._apply(node_id, node.start(self.now, self.wall(node_id)))

@@ -151,8 +151,8 @@ def test_an_empty_consume_leaves_nothing_to_confirm() -> None:
 
 
 def test_an_unknown_operation_is_a_programming_error() -> None:
-    with pytest.raises(ValueError, match="cannot run operation 'append'"):
-        run(ClusterWorkloadClient(FakeClient()), Op("append", "k0", "x"))
+    with pytest.raises(ValueError, match="cannot run operation 'increment'"):
+        run(ClusterWorkloadClient(FakeClient()), Op("increment", "k0", "x"))
 
 
 def test_the_adapter_opens_a_client_per_process_and_close_closes_it() -> None:

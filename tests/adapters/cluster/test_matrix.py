@@ -90,7 +90,7 @@ def test_the_bugs_that_need_many_seeds_are_found(bug: str, mode: str, tmp_path: 
     assert found.found, f"{bug} ({mode}) not found by {found.checker} in {found.seeds} seeds"
 
 
-@pytest.mark.parametrize("workload", ["register", "queue"])
+@pytest.mark.parametrize("workload", ["register", "queue", "log"])
 @pytest.mark.parametrize("mode", list(ELECTIONS))
 def test_the_bug_free_build_passes_every_checker(mode: str, workload: str, tmp_path: Path) -> None:
     # The queue's at-least-once durability (every acked put delivered by the end of the drain, nothing
