@@ -21,6 +21,8 @@ bash scripts/install-docker.sh
 bash scripts/build-image.sh
 log "etcd for the etcd DB adapter (fetched on this machine, uploaded to the nodes by each run)"
 bash scripts/install-etcd.sh
+log "nats-server for the NATS JetStream DB adapter (fetched on this machine, uploaded to the nodes by each run)"
+bash scripts/install-nats.sh
 log "Java for Spark"
 bash scripts/install-java.sh
 log "Chromium (report tests in a real browser)"
