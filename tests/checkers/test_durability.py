@@ -66,7 +66,7 @@ def test_every_lost_write_is_named_where_only_the_first_are_described() -> None:
     cx = verdict.counterexample
     assert verdict.valid is False and cx is not None
     assert len(cx["lost"]) == MAX_REPORTED and verdict.stats["anomalies"]["lost"] == MAX_REPORTED + 20
-    assert cx["lost_all"] == [["k", value, line] for value, line in zip(range(1, MAX_REPORTED + 21), lines)]
+    assert cx["lost_all"] == [["k", value, line] for value, line in zip(range(1, MAX_REPORTED + 21), lines, strict=True)]
     assert " acked at t=" in verdict.summary and " s (history line" in verdict.summary
     assert " ns " not in verdict.summary
 
