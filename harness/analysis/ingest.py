@@ -34,7 +34,6 @@ and the batch goes on.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import re
@@ -475,9 +474,7 @@ def _read_history(files: Mapping[str, bytes]) -> tuple[History | None, InputErro
             raise HistoryError(HISTORY, None, "no such file")
         # Operations only: no event objects (what kept each line's decoded object alive, the most memory
         # a big run's task held); the statistics take the history's time span instead.
-        # The file's own lines, newlines kept: a last line the writer did not finish (a full disk) is then
-        # seen as cut short, and the history judged up to it (checkers.history).
-        return parse_history(io.BytesIO(files[HISTORY]), HISTORY, keep_events=False), None
+        return parse_history(_lines(files[HISTORY], HISTORY), HISTORY, keep_events=False), None
     except HistoryError as exc:
         return None, _input_error(exc)
 
