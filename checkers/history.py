@@ -238,13 +238,6 @@ def seconds(ns: int | None) -> str:
     return "t=?" if ns is None else f"t={ns / 1e9:.3f} s"
 
 
-def _torn(line: str | bytes) -> bool:
-    """Whether ``line``, read from a file, is a last line the writer did not finish: no newline at its end
-    (every whole line of a file has one; only its last can lack it). Lines given as text (a list of
-    strings) carry no newlines, so this says nothing about them."""
-    return isinstance(line, bytes) and bool(line) and not line.endswith(b"\n")
-
-
 def _decode(text: str | bytes, source: str, number: int) -> dict[str, Any]:
     """Line ``number`` of ``source`` as a JSON object (FORMATS.md: one object per line)."""
     try:
@@ -354,11 +347,6 @@ def _build(
             try:
                 raw = decode(raw)
             except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-                if _torn(raw):  # the writer died mid-line (a full disk): the history ends before it
-                    warnings.append(f"line {number} is cut short (no newline, not whole JSON): the history "
-                                    f"ends at line {number - 1}")
-                    number -= 1
-                    break
                 raw = _decode(raw, source, number)  # raises, with the reason
             if raw.__class__ is not dict:
                 raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")

@@ -154,20 +154,3 @@ def test_a_write_that_fails_half_way_leaves_the_file_at_its_last_whole_line(tmp_
     writer.close()
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) == 2 and json.loads(lines[0])["type"] == "invoke"
-
-
-def test_a_history_whose_last_line_was_cut_short_is_read_up_to_it(tmp_path) -> None:
-    """A history torn by another writer (no newline, not whole JSON at its end) is judged up to its last
-    whole line, with a warning; a broken line anywhere else is still an error."""
-    path = tmp_path / "history.jsonl"
-    with HistoryWriter(path, clock=lambda: 0) as writer:
-        writer.invoke(0, "write", "k", 1)
-        writer.complete(0, "ok", "write", "k", 1)
-    whole = path.read_bytes()
-    path.write_bytes(whole + b'{"index":2,"time":0,"proc')
-    history = load_history(path)
-    assert len(history.ops) == 1 and history.ops[0].type == "ok"
-    assert history.warnings == ("line 3 is cut short (no newline, not whole JSON): the history ends at line 2",)
-    path.write_bytes(b'{"index":0,"ti\n' + whole)
-    with pytest.raises(Exception, match="bad JSON"):
-        load_history(path)
