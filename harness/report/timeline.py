@@ -23,14 +23,15 @@ the figure that says how hard a run pressed on them (docs/nemesis.md, "Election 
 A system with a leader per *group* (a storage shard, a partition, a queue: journal ``role`` events with a
 ``group``, status observations with ``groups``) gets a lane per group under the node lanes, showing which
 node led it when (two leaders of one group at once are drawn one above the other); with more than
-:data:`MAX_GROUP_LANES` groups the busiest (most leaderships) are drawn and the caption says how many are
-not. The node lanes keep the cluster-level roles, and the caption counts each group's elections too
+:data:`MAX_GROUP_LANES` groups the busiest (most leaderships) are drawn, the caption says how many are
+not, and a second figure with every group's lane is folded under the first (:func:`all_group_lanes`). The node lanes keep the cluster-level roles, and the caption counts each group's elections too
 (:func:`count_group_elections`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -95,6 +96,8 @@ class Timeline:
     elections: Elections | None = None
     group_elections: dict[str, Elections] = field(default_factory=dict)
     """Each group's elections, where the system has a leader per group."""
+    all_groups: Svg | None = None
+    """Every group's lane, when the main figure draws only the busiest (the report folds it away)."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +264,7 @@ def groups_sentence(elections: Mapping[str, Elections], drawn: Sequence[str]) ->
     :data:`MAX_GROUP_LANES` named) and which groups have lanes."""
     if not elections:
         return ""
-    busiest = sorted(elections, key=lambda g: (-elections[g].won, g))
+    busiest = sorted(elections, key=lambda g: (-elections[g].won, group_order(g)))
     seconds = next(iter(elections.values())).seconds
     total = sum(e.won for e in elections.values())
     rate = total * 60.0 / seconds if seconds > 0 else 0.0
@@ -281,8 +284,13 @@ def busiest_groups(spans: Sequence[RoleSpan], limit: int = MAX_GROUP_LANES) -> l
     for span in spans:
         if span.group is not None:
             counts[span.group] = counts.get(span.group, 0) + (span.role == "leader")
-    chosen = sorted(counts, key=lambda g: (-counts[g], g))[:limit]
-    return sorted(chosen)
+    chosen = sorted(counts, key=lambda g: (-counts[g], group_order(g)))[:limit]
+    return sorted(chosen, key=group_order)
+
+
+def group_order(group: str) -> tuple[tuple[int, int | str], ...]:
+    """Groups in natural order: shard-2 before shard-10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", group) if part)
 
 
 # -- window ------------------------------------------------------------------------------------------
@@ -437,6 +445,24 @@ def _draw_group_lanes(svg: Svg, scale: Scale, spans: Sequence[RoleSpan], groups:
                 svg.text((x0 + x1) / 2, y + GROUP_H - 5, label, "role-label", anchor="middle")
         y += GROUP_H
     return y
+
+
+def all_group_lanes(spans: Sequence[RoleSpan], faults: FaultView, scale: Scale) -> Svg | None:
+    """Every group's lane on the run's time axis, faults shaded, when there are more groups than the main
+    figure draws (:data:`MAX_GROUP_LANES`); None otherwise."""
+    groups = sorted({s.group for s in spans if s.group is not None}, key=group_order)
+    if len(groups) <= MAX_GROUP_LANES:
+        return None
+    svg = Svg(WIDTH, css_id="group-lanes", label=f"leader lanes of all {len(groups)} groups")
+    shading_at = svg.mark()
+    top = 30.0
+    bottom = _draw_group_lanes(svg, scale, spans, groups, top)
+    svg.axis(scale, top - 6, bottom)
+    shaded = Svg(WIDTH)
+    _shade(shaded, scale, faults, top, bottom)
+    svg.insert(shading_at, shaded)
+    svg.height = bottom + 10
+    return svg
 
 
 def _draw_bars(svg: Svg, scale: Scale, ops: Sequence[ClientOp], y: float, end: int) -> float:
@@ -682,7 +708,7 @@ def build_timeline(
         zoom, _ = _figure(run, wscale, faults, spans, offsets, window.ops, False, marks, None, "window",
                           "operations in the window")
     return Timeline(main, zoom, window.sentence, latency_sentence, roles_sentence, spans, elections,
-                    group_elections)
+                    group_elections, all_group_lanes(spans, faults, scale))
 
 
 def _chaos_end(run: RunData) -> int:

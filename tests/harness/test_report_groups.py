@@ -11,9 +11,11 @@ from harness.report.timeline import (
     MAX_GROUP_LANES,
     RoleSpan,
     _draw_group_lanes,
+    all_group_lanes,
     busiest_groups,
     count_elections,
     count_group_elections,
+    group_order,
     groups_sentence,
     journal_roles,
     status_roles,
@@ -87,6 +89,23 @@ def test_many_groups_are_collapsed_to_the_busiest_lanes() -> None:
     assert len(drawn) == MAX_GROUP_LANES and drawn == sorted(f"g{i:02d}" for i in range(4, 12))
     sentence = groups_sentence(count_group_elections(spans, 60 * NS), drawn)
     assert "12 groups" in sentence and "and 4 more" in sentence and "the 8 with the most leaderships" in sentence
+
+
+def test_the_groups_left_out_of_the_main_figure_are_drawn_in_the_folded_one() -> None:
+    from harness.report.faults import fault_view
+
+    faults = fault_view([], ["n1"], 20 * NS)
+    scale = Scale(0, 20 * NS, 112, 1226)
+    spans = [_span("n1", float(i), "leader", 1, f"g{i:02d}") for i in range(MAX_GROUP_LANES + 3)]
+    folded = all_group_lanes(spans, faults, scale)
+    assert folded is not None
+    markup = str(folded.markup())
+    assert all(f"g{i:02d}: n1 leader term 1" in markup for i in range(MAX_GROUP_LANES + 3))
+    assert all_group_lanes(spans[:MAX_GROUP_LANES], faults, scale) is None  # every lane is in the main figure
+
+
+def test_groups_are_named_in_natural_order() -> None:
+    assert sorted(["shard-10", "shard-2", "q", "shard-1"], key=group_order) == ["q", "shard-1", "shard-2", "shard-10"]
 
 
 def test_a_group_lane_shows_its_leaders_and_two_at_once() -> None:
