@@ -21,7 +21,7 @@ from harness.spec import LIMITS, ConfigError, TestSpec
 from harness.subcommand import count, fault_packages, rate, seconds
 from nemesis.faults import LEADER_GROUP_SELECTORS
 from nemesis.generator import nemesis_names
-from workloads.generator import workload_names
+from workloads.generator import parse_workload_options, workload_names, workload_options
 from workloads.ops import CLIENT_BINDINGS
 
 DEFAULT_NEMESIS = "partition,kill,pause,clock"
@@ -45,6 +45,11 @@ def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None,
                         help=f"workload ({', '.join(workload_names())}; default register)")
     default_nemesis = default_nemesis_of(plugin)
     whose = "" if default_nemesis == DEFAULT_NEMESIS else f", the {plugin.name} DB's"  # type: ignore[union-attr]
+    parser.add_argument("--workload-opt", dest="workload_opts", action="append", default=[], metavar="NAME=VALUE",
+                        help="an option of the workload (repeatable): "
+                             + "; ".join(f"{name}: " + ", ".join(o.name for o in workload_options(name))
+                                         for name in workload_names())
+                             + " (docs/workloads.md)")
     parser.add_argument("--nemesis", default=None,
                         help=f"comma-separated fault packages, or none (default {default_nemesis}{whose}); "
                              f"packages: {', '.join(nemesis_names())}")
@@ -123,13 +128,19 @@ def spec_from_args(
     if args.nemesis is not None and not args.nemesis.replace(",", "").strip():
         raise ConfigError(f"--nemesis {args.nemesis!r} names no fault package: name some, or none for a run "
                           "without faults")
+    workload = args.workload or "register"
+    try:
+        workload_opts = parse_workload_options(workload, getattr(args, "workload_opts", None) or [])
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if seed is None:
         seed = args.seed if getattr(args, "seed", None) is not None else secrets.randbelow(2**31)
     values: dict[str, Any] = dict(
         seed=seed,
         db=args.db,
         nodes=args.nodes,
-        workload=args.workload or "register",
+        workload=workload,
+        workload_options=workload_opts,
         nemesis=fault_packages(args.nemesis if args.nemesis is not None else default_nemesis_of(plugin)),
         time_limit=args.time_limit,
         concurrency=args.concurrency,

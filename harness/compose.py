@@ -65,6 +65,8 @@ class Composition:
         spec = self.spec
         argv = ["harness", "run", "--db", spec.db, *self.plugin.command_args(self.options),
                 "--nodes", str(spec.nodes), "--workload", spec.workload,
+                *(arg for name in sorted(spec.workload_options)
+                  for arg in ("--workload-opt", f"{name}={spec.workload_options[name]}")),
                 "--nemesis", ",".join(self.packages) or "none", "--time-limit", f"{spec.time_limit:g}",
                 "--concurrency", str(spec.concurrency), "--seed", str(spec.seed)]
         defaults = TestSpec(seed=0, db="")
@@ -156,7 +158,8 @@ def compose(spec: TestSpec, db: DB | None = None) -> Composition:
         except ValueError as exc:
             raise ConfigError(f"the {plugin.name} DB: {exc}") from None
     try:
-        workload = make_workload(spec.workload, rng_for(spec.seed, "workload"), rate=spec.rate)
+        workload = make_workload(spec.workload, rng_for(spec.seed, "workload"), **spec.workload_options,
+                                 rate=spec.rate)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     checkers = _checkers(spec, workload)

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.topology import MIN_PIDS, NODE_MEMORY, NODE_PIDS, memory_bytes
 from nemesis.faults import parse_leader_group
+from workloads.generator import check_workload_options
 from workloads.ops import CLIENT_BINDINGS
 
 PLATFORMS = ("docker", "ssh", "sim")
@@ -127,10 +128,14 @@ class TestSpec:
     min_coverage: float | None = None
     """With a share (0 to 1): a valid run that applied less of its fault schedule is unknown
     (``harness.coverage``); ``None``: under-exercised runs are flagged, their verdict kept."""
+    workload_options: Mapping[str, Any] = field(default_factory=dict)
+    """The workload's options as given (``--workload-opt``; ``workloads.generator.workload_options`` lists
+    each workload's); its constructor's defaults fill in the rest."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nemesis", tuple(self.nemesis))
         object.__setattr__(self, "db_options", dict(self.db_options))
+        object.__setattr__(self, "workload_options", dict(self.workload_options))
         if self.checkers is not None:
             object.__setattr__(self, "checkers", tuple(self.checkers))
 
@@ -163,6 +168,12 @@ class TestSpec:
         if self.min_coverage is not None and not (isinstance(self.min_coverage, int | float)
                                                   and 0 <= self.min_coverage <= 1):
             raise ConfigError(f"--min-coverage must be a share between 0 and 1, not {self.min_coverage!r}")
+        if not all(isinstance(k, str) for k in self.workload_options):
+            raise ConfigError(f"--workload-opt names must be strings, not {list(self.workload_options)!r}")
+        try:
+            check_workload_options(self.workload, self.workload_options)
+        except ValueError as exc:
+            raise ConfigError(f"--workload-opt: {exc}") from None
         for name, limit in LIMITS.items():
             limit.check(name, getattr(self, name))
         try:
@@ -174,6 +185,7 @@ class TestSpec:
         data = asdict(self)
         data["nemesis"] = list(self.nemesis)
         data["db_options"] = dict(self.db_options)
+        data["workload_options"] = dict(self.workload_options)
         data["checkers"] = None if self.checkers is None else list(self.checkers)
         return data
 
@@ -195,8 +207,9 @@ class TestSpec:
             value = data.get(name)
             if value is not None and not isinstance(value, list | tuple):
                 raise ConfigError(f"{where}: {name} must be a list of names, not {value!r}")
-        if not isinstance(data.get("db_options", {}), Mapping):
-            raise ConfigError(f"{where}: db_options must be an object, not {data['db_options']!r}")
+        for name in ("db_options", "workload_options"):
+            if not isinstance(data.get(name, {}), Mapping):
+                raise ConfigError(f"{where}: {name} must be an object, not {data[name]!r}")
         spec = cls(**data)
         try:
             spec.check()

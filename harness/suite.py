@@ -27,7 +27,8 @@ Run options, in ``[suite]`` or per ``[[matrix]]``: ``db``, ``time_limit``, ``nod
 ``rate``, ``op_timeout``, ``nemesis_interval``, ``platform`` (``docker``, ``ssh``, or ``sim``: the
 deterministic simulator, ``harness simulate``), ``hosts``, ``client_binding`` (``leader`` or ``node``:
 ``harness run --client-binding``), ``leader_group`` (``harness run --leader-group``), ``min_coverage``
-(``harness run --min-coverage``: a valid run that applied less of its faults is unknown). An unknown key or
+(``harness run --min-coverage``: a valid run that applied less of its faults is unknown),
+``workload_options`` (a table, ``harness run --workload-opt``: ``{queues = 3}``). An unknown key or
 a bad value is one sentence
 naming the file, the table and the key (exit 254), before any run starts: every expanded run is composed
 by the controller (or the simulator) first, so a bug that does not apply to a mode fails here, not at 3
@@ -79,6 +80,7 @@ RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "client_binding": str,
     "leader_group": str,
     "min_coverage": (int, float),
+    "workload_options": dict,
 }
 PLATFORM_SIM = "sim"
 RUN_CHECK_TIMEOUT = 10.0

@@ -2,6 +2,8 @@
 
 * :func:`workload_names` / :func:`make_workload`: the registry (``register``, ``queue``, ``log``); an unknown
   name raises ``ValueError`` listing the valid ones.
+* :func:`workload_options` / :func:`parse_workload_options` / :func:`check_workload_options`: the options a
+  user may set on each workload (its class's ``options``), from ``NAME=VALUE`` text or a suite's table.
 * :func:`plan`: the operations each process would be handed within a time limit if every operation
   took no time (an upper bound), as pure data for ``schedule.jsonl`` and the simulator.
 
@@ -17,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from workloads.log import LogWorkload
-from workloads.ops import Op, Workload
+from workloads.ops import Op, Workload, WorkloadOption
 from workloads.queue import QueueWorkload
 from workloads.register import RegisterWorkload
 
@@ -31,6 +33,45 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
 def workload_names() -> tuple[str, ...]:
     """The valid workload names."""
     return tuple(WORKLOADS)
+
+
+def workload_options(name: str) -> tuple[WorkloadOption, ...]:
+    """The options the workload called ``name`` lets a user set (none for an unknown name)."""
+    return tuple(getattr(WORKLOADS.get(name), "options", ()))
+
+
+def check_workload_options(name: str, options: Mapping[str, Any]) -> None:
+    """ValueError naming the first option ``name``'s workload does not declare, or whose value has the wrong
+    type (the constructor judges ranges); nothing to check for an unknown workload (its name is refused when
+    it is made)."""
+    if name not in WORKLOADS:
+        return
+    declared = {option.name: option for option in workload_options(name)}
+    for key, value in options.items():
+        if key not in declared:
+            known = ", ".join(declared) or "none"
+            raise ValueError(f"workload {name} has no option {key!r}; its options: {known}")
+        declared[key].check(value)
+
+
+def parse_workload_options(name: str, pairs: Sequence[str]) -> dict[str, Any]:
+    """The options ``NAME=VALUE`` pairs (``--workload-opt``) give the workload called ``name``; a later
+    pair overrides an earlier one of the same name."""
+    declared = {option.name: option for option in workload_options(name)}
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--workload-opt {pair!r}: write NAME=VALUE, e.g. keys=3")
+        if name in WORKLOADS and key not in declared:
+            known = ", ".join(declared) or "none"
+            raise ValueError(f"--workload-opt {pair!r}: workload {name} has no option {key!r}; its options: {known}")
+        try:
+            options[key] = declared[key].parse(text) if key in declared else text
+        except ValueError as exc:
+            raise ValueError(f"--workload-opt {pair!r}: {exc}") from None
+    return options
 
 
 def make_workload(name: str, rng: random.Random, **options: Any) -> Workload:

@@ -40,6 +40,7 @@ from workloads.ops import (
     VALUE_STRIDE,
     FinalOps,
     Op,
+    WorkloadOption,
     check_rate,
     completion_fields,
     process_rng,
@@ -67,6 +68,10 @@ class LogWorkload:
     name = "log"
     checkers = LOG_CHECKERS
     model = "log"
+    options = (
+        WorkloadOption("keys", int, "logs l0 .. (default 3)"),
+        WorkloadOption("append_fraction", float, "the share of appends among the operations, 0-1 (default 0.5)"),
+    )
 
     def __init__(
         self,

@@ -114,8 +114,38 @@ FinalOps = Generator[Op, Any, None]
 ``type`` and ``value``, or a mapping with those keys), so it can react, e.g. drain a queue until empty."""
 
 
+@dataclass(frozen=True)
+class WorkloadOption:
+    """An option a workload's constructor takes that a user may set (``harness run --workload-opt
+    NAME=VALUE``, a suite's ``workload_options``): its name, ``int`` or ``float``, and what it means. The
+    constructor's default is the default and the constructor judges the range."""
+
+    name: str
+    kind: type
+    help: str
+
+    def parse(self, text: str) -> int | float:
+        """The value of ``text`` (ValueError saying what was expected)."""
+        try:
+            value = self.kind(text.strip())
+        except ValueError:
+            what = "a whole number" if self.kind is int else "a number"
+            raise ValueError(f"{self.name} must be {what}, not {text!r}") from None
+        self.check(value)
+        return value
+
+    def check(self, value: object) -> None:
+        """ValueError unless ``value`` has this option's type (a float option takes whole numbers too)."""
+        kinds: tuple[type, ...] = (int,) if self.kind is int else (int, float)
+        if isinstance(value, bool) or not isinstance(value, kinds) or (
+                isinstance(value, float) and not math.isfinite(value)):
+            what = "a whole number" if self.kind is int else "a finite number"
+            raise ValueError(f"{self.name} must be {what}, not {value!r}")
+
+
 class Workload(Protocol):
-    """A seeded workload. Implementations: ``workloads.register``, ``workloads.queue``, ``workloads.log``."""
+    """A seeded workload. Implementations: ``workloads.register``, ``workloads.queue``, ``workloads.log``;
+    each declares the options a user may set as ``options`` (:class:`WorkloadOption`)."""
 
     name: str
     checkers: tuple[str, ...]

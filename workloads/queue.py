@@ -34,6 +34,7 @@ from workloads.ops import (
     VALUE_STRIDE,
     FinalOps,
     Op,
+    WorkloadOption,
     check_rate,
     completion_fields,
     process_rng,
@@ -63,6 +64,12 @@ class QueueWorkload:
     name = "queue"
     checkers = CHECKERS
     model = "queue"
+    options = (
+        WorkloadOption("queues", int, "queues q0 .. (default 1)"),
+        WorkloadOption("put_fraction", float, "the share of puts among the operations, 0-1 (default 0.5)"),
+        WorkloadOption("confirm_probability", float, "how often a consumer confirms what it received, 0-1 "
+                       "(default 0.9)"),
+    )
 
     def __init__(
         self,

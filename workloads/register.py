@@ -30,6 +30,7 @@ from workloads.ops import (
     VALUE_STRIDE,
     FinalOps,
     Op,
+    WorkloadOption,
     check_rate,
     completion_fields,
     process_rng,
@@ -51,6 +52,11 @@ class RegisterWorkload:
     name = "register"
     checkers = CHECKERS
     model = "cas-register"
+    options = (
+        WorkloadOption("keys", int, "keys in use at once, k0 .. (default 5)"),
+        WorkloadOption("rotate_after", int, "a process's operations before it moves to the next window of keys "
+                       "(default 100)"),
+    )
 
     def __init__(
         self,
