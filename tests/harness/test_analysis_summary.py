@@ -91,3 +91,20 @@ def test_summary_of_a_store_never_analysed_is_one_sentence(tmp_path: Path, capsy
     (tmp_path / "empty").mkdir()
     assert analysis_main(["analyze", "--summary", "--store", str(tmp_path / "empty"), "--quiet"]) == 254
     assert "has no analysed runs" in capsys.readouterr().err
+
+
+def test_the_summary_of_shards_merged_equals_the_summary_of_one_store(spark, store: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    """A nightly spread over machines (harness suite --shard K/N): each shard's store holds some of the
+    runs; ``harness analyze SHARD1 SHARD2 --store MERGED --summary`` must say what one store would."""
+    shards = [tmp_path / "shard1", tmp_path / "shard2"]
+    for number, night in enumerate(NIGHTS):  # the same runs as the module's store, split by group
+        write_run(shards[0], "raft-partition", f"{night}T020000", seed=10 + number, ops=150, lost_write=number > 0)
+        write_run(shards[1], "bmq-kill", f"{night}T030000", seed=20 + number, ops=150, mode="blazingmq",
+                  nemesis="kill")
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    code = analysis_main(["analyze", *map(str, shards), "--store", str(merged), "--summary", "--quiet"])
+    assert code == 1  # the raft runs that lost writes
+    one = json.loads(write_summary(store, summarize(spark, store)).read_text(encoding="utf-8"))
+    two = json.loads((merged / "summary.json").read_text(encoding="utf-8"))
+    assert two["groups"] == one["groups"] and len(two["groups"]) == 2  # counts, rates, failing-since
