@@ -14,128 +14,34 @@ own instead.
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
+
+from harness.db.debian import CachedBinary, DebianBinary
 
 PACKAGE = "etcd-server"
 BINARY_IN_PACKAGE = Path("usr/bin/etcd")
-CACHE_ENV = "CHAOS_HARNESS_CACHE"
 INSTALL_HINT = "run scripts/install-etcd.sh (python -m adapters.etcd), or give --db-opt binary=PATH"
 
-Runner = Callable[..., subprocess.CompletedProcess]
+EtcdBinary = CachedBinary
+"""A etcd binary on the controller, as test.json records it."""
 
 
 class EtcdInstallError(RuntimeError):
     """The etcd binary is missing or could not be fetched: one sentence saying what to do."""
 
 
-@dataclass(frozen=True)
-class EtcdBinary:
-    """An etcd server binary on the controller, as test.json records it."""
+ETCD = DebianBinary(PACKAGE, BINARY_IN_PACKAGE, "etcd", INSTALL_HINT, EtcdInstallError,
+                    "give --db-opt binary=PATH to an etcd 3.4 binary")
 
-    path: Path
-    version: str
-    sha256: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"binary": str(self.path), "version": self.version, "sha256": self.sha256}
-
-
-def cache_dir() -> Path:
-    """Where the fetched package is kept (outside the repository)."""
-    root = os.environ.get(CACHE_ENV)
-    if root:
-        return Path(root) / PACKAGE
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "chaos-harness" / PACKAGE
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def find_binary(given: str | None = None, cache: Path | None = None) -> EtcdBinary:
-    """The binary to upload: ``given`` (a path on the controller) or the cached Debian one.
-
-    Raises :class:`EtcdInstallError` naming what to run when there is none.
-    """
-    if given:
-        path = Path(given).expanduser()
-        if not path.is_file() or not os.access(path, os.X_OK):
-            raise EtcdInstallError(f"--db-opt binary={given}: no executable file there; {INSTALL_HINT}")
-        return EtcdBinary(path.resolve(), "given by --db-opt binary", _sha256(path))
-    cache = cache if cache is not None else cache_dir()
-    path = cache / "etcd"
-    if not path.is_file():
-        raise EtcdInstallError(f"Debian's {PACKAGE} binary is not on the controller ({path} does not exist): "
-                               f"{INSTALL_HINT}")
-    version_file = cache / "VERSION"
-    version = version_file.read_text().strip() if version_file.is_file() else "unknown"
-    return EtcdBinary(path, f"{PACKAGE} {version}", _sha256(path))
-
-
-def fetch(cache: Path | None = None, *, run: Runner = subprocess.run) -> EtcdBinary:
-    """Download ``etcd-server`` with apt (running ``apt-get update`` once if apt does not know it yet and we
-    are root), unpack it and keep its ``etcd`` in ``cache``, replacing what was there atomically."""
-    cache = cache if cache is not None else cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache, prefix=".fetch-") as scratch:
-        work = Path(scratch)
-        # apt's download sandbox user cannot write into a private directory: make it readable to all.
-        work.chmod(0o755)
-        download = run(["apt-get", "download", "-q", PACKAGE], cwd=work, capture_output=True, text=True)
-        if download.returncode != 0 and os.geteuid() == 0:
-            run(["apt-get", "update", "-q"], capture_output=True, text=True)
-            download = run(["apt-get", "download", "-q", PACKAGE], cwd=work, capture_output=True, text=True)
-        debs = sorted(work.glob(f"{PACKAGE}_*.deb"))
-        if download.returncode != 0 or not debs:
-            why = (download.stderr or download.stdout or "").strip().splitlines()
-            raise EtcdInstallError(f"apt-get download {PACKAGE} failed ({why[-1] if why else 'no package file'}); "
-                                   "check that apt reaches a Debian mirror (apt-get update)")
-        deb = debs[-1]
-        version = run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True, check=True)
-        run(["dpkg-deb", "-x", str(deb), str(work / "root")], capture_output=True, text=True, check=True)
-        binary = work / "root" / BINARY_IN_PACKAGE
-        if not binary.is_file():
-            raise EtcdInstallError(f"{deb.name} holds no {BINARY_IN_PACKAGE}")
-        binary.chmod(0o755)
-        os.replace(binary, cache / "etcd")
-        (cache / "VERSION").write_text(version.stdout.strip() + "\n")
-    return find_binary(cache=cache)
+cache_dir = ETCD.cache_dir
+"""Where the fetched package is kept (outside the repository)."""
+find_binary = ETCD.find
+"""The binary to upload: ``--db-opt binary=PATH`` or the cached Debian one (an error naming what to run)."""
+fetch = ETCD.fetch
+"""Download the package with apt, unpack it and keep its binary in the cache."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m adapters.etcd [--force]``: fetch etcd-server into the cache unless it is there."""
-    parser = argparse.ArgumentParser(prog="python -m adapters.etcd", description=__doc__.splitlines()[0])
-    parser.add_argument("--force", action="store_true", help="fetch again even if the cache holds a binary")
-    args = parser.parse_args(argv)
-    try:
-        if not args.force:
-            try:
-                found = find_binary()
-            except EtcdInstallError:
-                pass
-            else:
-                print(f"etcd: {found.path} ({found.version}), already cached")
-                return 0
-        if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-            raise EtcdInstallError("apt-get and dpkg-deb are needed to fetch etcd-server (Debian/Ubuntu); "
-                                   "elsewhere give --db-opt binary=PATH to an etcd 3.4 binary")
-        found = fetch()
-    except (EtcdInstallError, OSError, subprocess.CalledProcessError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 254
-    print(f"etcd: {found.path} ({found.version}), fetched")
-    return 0
+    return ETCD.main(argv, "python -m adapters.etcd", __doc__.splitlines()[0])

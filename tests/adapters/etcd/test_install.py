@@ -11,6 +11,7 @@ import pytest
 
 from adapters.etcd import install
 from adapters.etcd.install import EtcdInstallError, cache_dir, fetch, find_binary
+from harness.db import debian
 
 
 class FakeApt:
@@ -56,7 +57,7 @@ def test_fetch_keeps_only_the_binary_and_the_package_version(tmp_path) -> None:
 
 
 def test_apt_lists_are_updated_once_when_apt_does_not_know_the_package(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(install.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(debian.os, "geteuid", lambda: 0)
     apt = FakeApt(failures=1)
     fetch(tmp_path, run=apt)
     assert [argv[:2] for argv in apt.calls[:3]] == [["apt-get", "download"], ["apt-get", "update"],
@@ -64,7 +65,7 @@ def test_apt_lists_are_updated_once_when_apt_does_not_know_the_package(tmp_path,
 
 
 def test_a_download_that_keeps_failing_says_what_apt_said(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(install.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(debian.os, "geteuid", lambda: 0)
     with pytest.raises(EtcdInstallError, match="apt-get download etcd-server failed .E: Unable to locate package"):
         fetch(tmp_path, run=FakeApt(failures=2))
     assert not (tmp_path / "etcd").exists()
@@ -81,6 +82,6 @@ def test_the_install_command_does_nothing_when_the_binary_is_cached(tmp_path, mo
 
 def test_without_apt_the_install_command_says_what_to_do_instead(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("CHAOS_HARNESS_CACHE", str(tmp_path))
-    monkeypatch.setattr(install.shutil, "which", lambda name: None)
+    monkeypatch.setattr(debian.shutil, "which", lambda name: None)
     assert install.main([]) == 254
     assert "give --db-opt binary=PATH" in capsys.readouterr().err

@@ -11,6 +11,7 @@ import pytest
 
 from adapters.nats import install
 from adapters.nats.install import NatsInstallError, cache_dir, fetch, find_binary
+from harness.db import debian
 
 DEB = "nats-server_2.9.10-1+b3_amd64.deb"
 
@@ -59,7 +60,7 @@ def test_fetch_keeps_only_the_binary_and_the_package_version(tmp_path) -> None:
 
 
 def test_apt_lists_are_updated_once_when_apt_does_not_know_the_package(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(install.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(debian.os, "geteuid", lambda: 0)
     apt = FakeApt(failures=1)
     fetch(tmp_path, run=apt)
     assert [argv[:2] for argv in apt.calls[:3]] == [["apt-get", "download"], ["apt-get", "update"],
@@ -67,7 +68,7 @@ def test_apt_lists_are_updated_once_when_apt_does_not_know_the_package(tmp_path,
 
 
 def test_a_download_that_keeps_failing_says_what_apt_said(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(install.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(debian.os, "geteuid", lambda: 0)
     with pytest.raises(NatsInstallError, match="apt-get download nats-server failed .E: Unable to locate package"):
         fetch(tmp_path, run=FakeApt(failures=2))
     assert not (tmp_path / "nats-server").exists()
@@ -84,6 +85,6 @@ def test_the_install_command_does_nothing_when_the_binary_is_cached(tmp_path, mo
 
 def test_without_apt_the_install_command_says_what_to_do_instead(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("CHAOS_HARNESS_CACHE", str(tmp_path))
-    monkeypatch.setattr(install.shutil, "which", lambda name: None)
+    monkeypatch.setattr(debian.shutil, "which", lambda name: None)
     assert install.main([]) == 254
     assert "give --db-opt binary=PATH" in capsys.readouterr().err

@@ -1,0 +1,189 @@
+"""Debian packages for nodes that have no network: fetched on the controller, unpacked, cached, uploaded.
+
+The nodes of a test run on an internal network with no route to a package mirror (ENVIRONMENT.md), so a
+system is installed the way an outside user would install it: the controller fetches its package through
+its own apt configuration (``apt-get download``: no host is named here), unpacks it with ``dpkg-deb -x``,
+keeps the files the nodes need in a cache outside the repository, and the adapter uploads them. The
+shipped adapters use this (etcd and NATS through :class:`DebianBinary`, one executable from one package;
+Redis through the lower-level :func:`fetching`, :func:`download`, :func:`package_version` and
+:func:`unpack`, several packages into one bundle), and so may an adapter of the user's own
+(docs/db-adapter.md, "Installing a system").
+
+The cache is ``$CHAOS_HARNESS_CACHE/<name>/`` (default ``${XDG_CACHE_HOME:-~/.cache}/chaos-harness/<name>``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE_ENV = "CHAOS_HARNESS_CACHE"
+TOOLS = ("apt-get", "dpkg-deb")
+
+Runner = Callable[..., subprocess.CompletedProcess]
+
+
+class FetchError(RuntimeError):
+    """A package could not be fetched or holds not what was expected: one sentence saying what to do."""
+
+
+def cache_dir(name: str) -> Path:
+    """Where what is fetched for ``name`` is kept (outside the repository)."""
+    root = os.environ.get(CACHE_ENV)
+    if root:
+        return Path(root) / name
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "chaos-harness" / name
+
+
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of a file's bytes (what test.json records of an uploaded system)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def missing_tools() -> list[str]:
+    """The tools fetching needs (:data:`TOOLS`) that this machine lacks (not Debian or Ubuntu)."""
+    return [tool for tool in TOOLS if shutil.which(tool) is None]
+
+
+@contextmanager
+def fetching(cache: Path) -> Iterator[Path]:
+    """A scratch directory inside ``cache`` (created if need be; removed afterwards), so what is made there
+    moves into the cache atomically with ``os.replace``."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix=".fetch-") as scratch:
+        work = Path(scratch)
+        work.chmod(0o755)  # apt's download sandbox user must be able to write the .deb here
+        yield work
+
+
+def download(package: str, work: Path, *, run: Runner = subprocess.run) -> Path:
+    """``apt-get download package`` into ``work`` and the .deb it wrote. When apt does not know the package
+    yet and we are root, its lists are updated once (``apt-get update``) and the download tried again;
+    :class:`FetchError` quotes apt's last line when it still fails."""
+    argv = ["apt-get", "download", "-q", package]
+    done = run(argv, cwd=work, capture_output=True, text=True)
+    if done.returncode != 0 and os.geteuid() == 0:
+        run(["apt-get", "update", "-q"], capture_output=True, text=True)
+        done = run(argv, cwd=work, capture_output=True, text=True)
+    debs = sorted(work.glob(f"{package}_*.deb"))
+    if done.returncode != 0 or not debs:
+        why = (done.stderr or done.stdout or "").strip().splitlines()
+        raise FetchError(f"apt-get download {package} failed ({why[-1] if why else 'no package file'}); "
+                         "check that apt reaches a Debian mirror (apt-get update)")
+    return debs[-1]
+
+
+def package_version(deb: Path, *, run: Runner = subprocess.run) -> str:
+    """The version a .deb declares (``dpkg-deb -f DEB Version``)."""
+    return run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def unpack(deb: Path, into: Path, *, run: Runner = subprocess.run) -> Path:
+    """The files of a .deb under ``into`` (``dpkg-deb -x``: no maintainer scripts run)."""
+    run(["dpkg-deb", "-x", str(deb), str(into)], capture_output=True, text=True, check=True)
+    return into
+
+
+@dataclass(frozen=True)
+class CachedBinary:
+    """An executable on the controller, as test.json records it."""
+
+    path: Path
+    version: str
+    sha256: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"binary": str(self.path), "version": self.version, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
+class DebianBinary:
+    """One executable of one Debian package, kept in the cache as ``name`` beside a ``VERSION`` file.
+
+    ``error`` is the adapter's own exception type, raised with one sentence; ``hint`` says how to fill the
+    cache (or give a binary of one's own); ``instead`` what to do on a machine without apt.
+    """
+
+    package: str
+    in_package: Path
+    name: str
+    hint: str
+    error: type[Exception]
+    instead: str
+
+    def cache_dir(self) -> Path:
+        return cache_dir(self.package)
+
+    def find(self, given: str | None = None, cache: Path | None = None) -> CachedBinary:
+        """The binary to upload: ``given`` (a path on the controller: ``--db-opt binary=PATH``) or the cached
+        Debian one; ``error`` naming what to run when there is none."""
+        if given:
+            path = Path(given).expanduser()
+            if not path.is_file() or not os.access(path, os.X_OK):
+                raise self.error(f"--db-opt binary={given}: no executable file there; {self.hint}")
+            return CachedBinary(path.resolve(), "given by --db-opt binary", sha256_of(path))
+        cache = cache if cache is not None else self.cache_dir()
+        path = cache / self.name
+        if not path.is_file():
+            raise self.error(f"Debian's {self.package} binary is not on the controller ({path} does not exist): "
+                             f"{self.hint}")
+        version_file = cache / "VERSION"
+        version = version_file.read_text().strip() if version_file.is_file() else "unknown"
+        return CachedBinary(path, f"{self.package} {version}", sha256_of(path))
+
+    def fetch(self, cache: Path | None = None, *, run: Runner = subprocess.run) -> CachedBinary:
+        """Download the package, unpack it and keep its executable in ``cache``, replacing what was there
+        atomically."""
+        cache = cache if cache is not None else self.cache_dir()
+        with fetching(cache) as work:
+            try:
+                deb = download(self.package, work, run=run)
+            except FetchError as exc:
+                raise self.error(str(exc)) from None
+            version = package_version(deb, run=run)
+            binary = unpack(deb, work / "root", run=run) / self.in_package
+            if not binary.is_file():
+                raise self.error(f"{deb.name} holds no {self.in_package}")
+            binary.chmod(0o755)
+            os.replace(binary, cache / self.name)
+            (cache / "VERSION").write_text(version + "\n")
+        return self.find(cache=cache)
+
+    def main(self, argv: Sequence[str] | None, prog: str, description: str) -> int:
+        """``python -m adapters.X [--force]``: fetch the package into the cache unless it is there; exit 254
+        with one line when it cannot."""
+        parser = argparse.ArgumentParser(prog=prog, description=description)
+        parser.add_argument("--force", action="store_true", help="fetch again even if the cache holds a binary")
+        args = parser.parse_args(argv)
+        try:
+            if not args.force:
+                try:
+                    found = self.find()
+                except self.error:
+                    pass
+                else:
+                    print(f"{self.name}: {found.path} ({found.version}), already cached")
+                    return 0
+            if missing_tools():
+                raise self.error(f"apt-get and dpkg-deb are needed to fetch {self.package} (Debian/Ubuntu); "
+                                 f"elsewhere {self.instead}")
+            found = self.fetch()
+        except (self.error, OSError, subprocess.CalledProcessError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 254
+        print(f"{self.name}: {found.path} ({found.version}), fetched")
+        return 0
