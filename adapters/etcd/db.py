@@ -49,7 +49,7 @@ import httpx
 from adapters.etcd.client import CLIENT_PORT, LINEARIZABLE, EtcdWorkloadClient, home_member, http_client
 from adapters.etcd.install import EtcdBinary
 from harness.db import Deployment, StatusError
-from harness.db.daemon import Daemon
+from harness.db.daemon import Daemon, DaemonProcess
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -72,7 +72,7 @@ NO_MEMBER = "0"
 """``lead`` when the member knows no leader (raft.None, printed in hex)."""
 
 
-class EtcdDB:
+class EtcdDB(DaemonProcess):
     """etcd, one member per data node: DB + Process + Pause + Status + LogFiles + Clients (``register``).
 
     ``binary`` is the etcd binary on the controller; ``reads`` how the client reads (``linearizable``,
@@ -153,33 +153,14 @@ class EtcdDB:
 
     # -- the process ----------------------------------------------------------------------------------
 
+    daemon_port = CLIENT_PORT
+    daemon_tail_lines = LOG_TAIL_LINES
+
     def daemon(self, deployment: Deployment, node: str) -> Daemon:
         """``node``'s member as a process on its host (``harness.db.daemon``): found through :data:`PID_FILE`,
         output appended to :data:`LOG_FILE`."""
         return Daemon(argv=self.command(deployment, node), pid_file=PID_FILE, output_file=LOG_FILE,
                       directories=(DATA_DIR,), name="etcd")
-
-    def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """Start the member unless it runs; return once its client port is bound, or raise with the last
-        lines of its log if it exits or does not bind within ``start_timeout``."""
-        self.daemon(deployment, node).start(remote, port=CLIENT_PORT, timeout=self.start_timeout,
-                                            command_timeout=self.command_timeout, tail_lines=LOG_TAIL_LINES)
-
-    def is_running(self, deployment: Deployment, node: str, remote: Remote) -> bool:
-        """Whether the member's process is alive (a paused one is)."""
-        return self.daemon(deployment, node).running(remote, timeout=self.command_timeout)
-
-    def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """SIGKILL (a paused member dies too) and wait until it is gone; a dead member stays dead."""
-        self.daemon(deployment, node).kill(remote, wait=self.stop_timeout)
-
-    def pause(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """SIGSTOP, returning once every thread has stopped (etcd fsyncs its log: a thread in that wait
-        takes the signal only when it ends; once in 40 pauses a member answered 0.3 s after the signal)."""
-        self.daemon(deployment, node).pause(remote, wait=self.stop_timeout)
-
-    def resume(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        self.daemon(deployment, node).resume(remote)
 
     def log_files(self, deployment: Deployment, node: str) -> dict[str, str]:
         return {LOG_FILE: "etcd.log"}

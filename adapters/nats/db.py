@@ -47,7 +47,7 @@ import httpx
 from adapters.nats.client import CLIENT_PORT, NatsLogClient, home_server
 from adapters.nats.install import NatsBinary
 from harness.db import Deployment, StatusError
-from harness.db.daemon import Daemon
+from harness.db.daemon import Daemon, DaemonProcess
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -96,7 +96,7 @@ def server_config(deployment: Deployment, node: str) -> str:
     )
 
 
-class NatsDB:
+class NatsDB(DaemonProcess):
     """NATS JetStream, one server per data node: DB + Process + Pause + Status + LogFiles + Clients (``log``).
 
     ``binary`` is the nats-server on the controller; ``replicas`` and ``storage`` configure every stream
@@ -161,30 +161,13 @@ class NatsDB:
 
     # -- the process ----------------------------------------------------------------------------------
 
+    daemon_port = CLIENT_PORT
+    daemon_tail_lines = LOG_TAIL_LINES
+
     def daemon(self, deployment: Deployment, node: str) -> Daemon:
         """``node``'s server as a process on its host (``harness.db.daemon``)."""
         return Daemon(argv=self.command(), pid_file=PID_FILE, output_file=LOG_FILE, directories=(DATA_DIR,),
                       name="nats-server")
-
-    def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """Start the server unless it runs; return once its client port is bound, or raise with the last
-        lines of its log."""
-        self.daemon(deployment, node).start(remote, port=CLIENT_PORT, timeout=self.start_timeout,
-                                            command_timeout=self.command_timeout, tail_lines=LOG_TAIL_LINES)
-
-    def is_running(self, deployment: Deployment, node: str, remote: Remote) -> bool:
-        return self.daemon(deployment, node).running(remote, timeout=self.command_timeout)
-
-    def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """SIGKILL (a paused server dies too) and wait until it is gone; a dead server stays dead."""
-        self.daemon(deployment, node).kill(remote, wait=self.stop_timeout)
-
-    def pause(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        """SIGSTOP, returning once every thread has stopped."""
-        self.daemon(deployment, node).pause(remote, wait=self.stop_timeout)
-
-    def resume(self, deployment: Deployment, node: str, remote: Remote) -> None:
-        self.daemon(deployment, node).resume(remote)
 
     def log_files(self, deployment: Deployment, node: str) -> dict[str, str]:
         return {LOG_FILE: "nats.log"}

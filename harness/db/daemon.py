@@ -50,7 +50,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.db import NodeStartError
+from harness.db import Deployment, NodeStartError
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -284,3 +284,49 @@ def _parent(path: str) -> str:
 def _last_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1].strip() if lines else ""
+
+
+class DaemonProcess:
+    """The ``Process`` and ``Pause`` capabilities (``start``, ``is_running``, ``kill``, ``pause``,
+    ``resume``) of an adapter whose system is one process a node, from its ``daemon(deployment, node)``.
+
+    Mix it into the adapter class and define ``daemon``; the class attributes (or instance attributes set in
+    ``__init__``) tune it: ``start_timeout`` (seconds a start may take), ``stop_timeout`` (seconds a kill
+    or pause may take to take effect), ``command_timeout`` (the remote command's own slack), ``daemon_port``
+    (a start returns once the process listens there; None: once it runs), ``daemon_tail_lines`` (lines of
+    output a failed start quotes). The etcd and NATS adapters use it.
+    """
+
+    start_timeout: float = 20.0
+    stop_timeout: float = 10.0
+    command_timeout: float = 60.0
+    daemon_port: int | None = None
+    daemon_tail_lines: int = 20
+
+    def daemon(self, deployment: Deployment, node: str) -> Daemon:
+        """``node``'s process on its host."""
+        raise NotImplementedError
+
+    def start(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """Start the process unless it runs; return once it listens on ``daemon_port``, or raise with the last
+        lines of its output if it exits or does not within ``start_timeout``."""
+        self.daemon(deployment, node).start(remote, port=self.daemon_port, timeout=self.start_timeout,
+                                            command_timeout=self.command_timeout,
+                                            tail_lines=self.daemon_tail_lines)
+
+    def is_running(self, deployment: Deployment, node: str, remote: Remote) -> bool:
+        """Whether the process is alive (a paused one is)."""
+        return self.daemon(deployment, node).running(remote, timeout=self.command_timeout)
+
+    def kill(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """SIGKILL (a paused process dies too) and wait until it is gone; a dead process stays dead."""
+        self.daemon(deployment, node).kill(remote, wait=self.stop_timeout)
+
+    def pause(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """SIGSTOP, returning once every thread has stopped (a thread in an fsync takes the signal only when
+        the wait ends)."""
+        self.daemon(deployment, node).pause(remote, wait=self.stop_timeout)
+
+    def resume(self, deployment: Deployment, node: str, remote: Remote) -> None:
+        """SIGCONT."""
+        self.daemon(deployment, node).resume(remote)
