@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from harness import suite as suites
 from harness.cli import main
 from harness.spec import ConfigError, TestSpec
-from harness import suite as suites
 from harness.suite import controller_vocabulary, parse_suite
 
 
