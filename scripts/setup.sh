@@ -23,6 +23,8 @@ log "etcd for the etcd DB adapter (fetched on this machine, uploaded to the node
 bash scripts/install-etcd.sh
 log "nats-server for the NATS JetStream DB adapter (fetched on this machine, uploaded to the nodes by each run)"
 bash scripts/install-nats.sh
+log "Redis and Sentinel for the Redis DB adapter (fetched on this machine, uploaded to the nodes by each run)"
+bash scripts/install-redis.sh
 log "Java for Spark"
 bash scripts/install-java.sh
 log "Chromium (report tests in a real browser)"

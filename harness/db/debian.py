@@ -5,8 +5,8 @@ system is installed the way an outside user would install it: the controller fet
 its own apt configuration (``apt-get download``: no host is named here), unpacks it with ``dpkg-deb -x``,
 keeps the files the nodes need in a cache outside the repository, and the adapter uploads them. The
 shipped adapters use this (etcd and NATS through :class:`DebianBinary`, one executable from one package;
-Redis through the lower-level :func:`fetching`, :func:`download`, :func:`package_version` and
-:func:`unpack`, several packages into one bundle), and so may an adapter of the user's own
+Redis through the lower-level :func:`fetching`, :func:`download_all`, :func:`package_version`,
+:func:`unpack` and :func:`install_command`, several packages into one bundle), and so may an adapter of the user's own
 (docs/db-adapter.md, "Installing a system").
 
 The cache is ``$CHAOS_HARNESS_CACHE/<name>/`` (default ``${XDG_CACHE_HOME:-~/.cache}/chaos-harness/<name>``).
@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CACHE_ENV = "CHAOS_HARNESS_CACHE"
 TOOLS = ("apt-get", "dpkg-deb")
@@ -71,20 +72,27 @@ def fetching(cache: Path) -> Iterator[Path]:
 
 
 def download(package: str, work: Path, *, run: Runner = subprocess.run) -> Path:
-    """``apt-get download package`` into ``work`` and the .deb it wrote. When apt does not know the package
-    yet and we are root, its lists are updated once (``apt-get update``) and the download tried again;
-    :class:`FetchError` quotes apt's last line when it still fails."""
-    argv = ["apt-get", "download", "-q", package]
+    """``apt-get download package`` into ``work`` and the .deb it wrote (:func:`download_all`)."""
+    return download_all([package], work, run=run)[package]
+
+
+def download_all(packages: Sequence[str], work: Path, *, run: Runner = subprocess.run) -> dict[str, Path]:
+    """``apt-get download`` of ``packages`` into ``work`` (one call): package -> the .deb it wrote. When apt
+    does not know one yet and we are root, its lists are updated once (``apt-get update``) and the
+    download tried again; :class:`FetchError` quotes apt's last line when it still fails."""
+    argv = ["apt-get", "download", "-q", *packages]
     done = run(argv, cwd=work, capture_output=True, text=True)
     if done.returncode != 0 and os.geteuid() == 0:
         run(["apt-get", "update", "-q"], capture_output=True, text=True)
         done = run(argv, cwd=work, capture_output=True, text=True)
-    debs = sorted(work.glob(f"{package}_*.deb"))
-    if done.returncode != 0 or not debs:
+    debs = {package: sorted(work.glob(f"{package}_*.deb")) for package in packages}
+    missing = [package for package, found in debs.items() if not found]
+    if done.returncode != 0 or missing:
         why = (done.stderr or done.stdout or "").strip().splitlines()
-        raise FetchError(f"apt-get download {package} failed ({why[-1] if why else 'no package file'}); "
+        said = why[-1] if why else "no package file for " + ", ".join(missing)
+        raise FetchError(f"apt-get download {' '.join(packages)} failed ({said}); "
                          "check that apt reaches a Debian mirror (apt-get update)")
-    return debs[-1]
+    return {package: found[-1] for package, found in debs.items()}
 
 
 def package_version(deb: Path, *, run: Runner = subprocess.run) -> str:
@@ -100,14 +108,15 @@ def unpack(deb: Path, into: Path, *, run: Runner = subprocess.run) -> Path:
 
 @dataclass(frozen=True)
 class CachedBinary:
-    """An executable on the controller, as test.json records it."""
+    """An executable (or a bundle: ``kind``) on the controller, as test.json records it."""
 
     path: Path
     version: str
     sha256: str
+    kind: str = "binary"
 
     def to_json(self) -> dict[str, str]:
-        return {"binary": str(self.path), "version": self.version, "sha256": self.sha256}
+        return {self.kind: str(self.path), "version": self.version, "sha256": self.sha256}
 
 
 @dataclass(frozen=True)
@@ -164,26 +173,37 @@ class DebianBinary:
         return self.find(cache=cache)
 
     def main(self, argv: Sequence[str] | None, prog: str, description: str) -> int:
-        """``python -m adapters.X [--force]``: fetch the package into the cache unless it is there; exit 254
-        with one line when it cannot."""
-        parser = argparse.ArgumentParser(prog=prog, description=description)
-        parser.add_argument("--force", action="store_true", help="fetch again even if the cache holds a binary")
-        args = parser.parse_args(argv)
-        try:
-            if not args.force:
-                try:
-                    found = self.find()
-                except self.error:
-                    pass
-                else:
-                    print(f"{self.name}: {found.path} ({found.version}), already cached")
-                    return 0
-            if missing_tools():
-                raise self.error(f"apt-get and dpkg-deb are needed to fetch {self.package} (Debian/Ubuntu); "
-                                 f"elsewhere {self.instead}")
-            found = self.fetch()
-        except (self.error, OSError, subprocess.CalledProcessError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 254
-        print(f"{self.name}: {found.path} ({found.version}), fetched")
-        return 0
+        """``python -m adapters.X [--force]``: fetch the package into the cache unless it is there."""
+        return install_command(argv, prog=prog, description=description, name=self.name, find=self.find,
+                               fetch=self.fetch, error=self.error,
+                               without_apt=f"apt-get and dpkg-deb are needed to fetch {self.package} "
+                                           f"(Debian/Ubuntu); elsewhere {self.instead}")
+
+
+def install_command(argv: Sequence[str] | None, *, prog: str, description: str, name: str,
+                    find: Callable[[], Any], fetch: Callable[[], Any], error: type[Exception],
+                    without_apt: str) -> int:
+    """An adapter's ``python -m adapters.X [--force]``: print what ``find()`` finds in the cache, else
+    ``fetch()`` it (what ``--force`` always does); exit 254 with one line (``error``'s sentence, or
+    ``without_apt`` on a machine without apt) when it cannot. Both return something with ``path`` and
+    ``version``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--force", action="store_true", help="fetch again even if the cache holds it")
+    args = parser.parse_args(argv)
+    try:
+        if not args.force:
+            try:
+                found = find()
+            except error:
+                pass
+            else:
+                print(f"{name}: {found.path} ({found.version}), already cached")
+                return 0
+        if missing_tools():
+            raise error(without_apt)
+        found = fetch()
+    except (error, FetchError, OSError, subprocess.CalledProcessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 254
+    print(f"{name}: {found.path} ({found.version}), fetched")
+    return 0
