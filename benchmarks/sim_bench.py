@@ -15,7 +15,14 @@ Three figures, each selectable:
   leader ping-pong partition (seed 000): mean leader changes during and after the partition and mean term
   growth, over ``--stability-seeds`` seeds.
 
+``speed --compare DIR`` measures two trees side by side on a shared machine: this one and ``DIR`` (another
+checkout of the project, e.g. ``git archive`` of the commit before a change), each in a worker process of
+its own importing only its tree, seed by seed alternately (A then B, then B then A), so both see the same
+load. It prints each seed's CPU seconds and hashes in both trees and the ratio of simulated seconds per CPU
+second (this tree over ``DIR``), with ``--shards N`` for a cluster with N storage shards.
+
     .venv/bin/python benchmarks/sim_bench.py speed [--seeds 5] [--time-limit 60]
+    .venv/bin/python benchmarks/sim_bench.py speed --rates 10 --seeds 4 --compare /tmp/base [--shards 4]
     .venv/bin/python benchmarks/sim_bench.py matrix [--rounds 3] [--max-seeds 1000] [--clean-seeds 2000]
     .venv/bin/python benchmarks/sim_bench.py stability [--stability-seeds 5]
 """
@@ -26,17 +33,26 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+WORKER = "_speed-worker"
+# A comparison's worker imports the tree it measures (``--root``), not the one this file is in.
+_TREE = Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if (
+    __name__ == "__main__" and WORKER in sys.argv[1:2] and "--root" in sys.argv) else ROOT
+sys.path.insert(0, str(_TREE))
 
 from adapters.cluster.matrix import detection_matrix, stability_figure  # noqa: E402
 from harness.sim.run import simulate  # noqa: E402
 from harness.spec import TestSpec  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 EXPLORING_RATE = 2.0
 """Operations per second per process of the detection matrix's runs (docs/simulation.md, "Speed")."""
@@ -81,9 +97,86 @@ def speed(seeds: int, time_limit: float, nemesis: tuple[str, ...] = DEFAULT_NEME
     return rows
 
 
+def _speed_worker(args: argparse.Namespace) -> int:
+    """One tree's side of ``speed --compare``: warm up, then simulate each seed read from stdin (one per
+    line) and print its measurements as one JSON line."""
+    import harness
+
+    scratch = Path(tempfile.mkdtemp(prefix="sim-bench-worker-"))
+    nemesis = tuple(n for n in args.nemesis.split(",") if n)
+    options: dict[str, Any] = {"shards": args.shards} if args.shards > 1 else {}
+    judged = args.checkers == "all"
+
+    def spec(seed: int, time_limit: float) -> TestSpec:
+        return sim_spec(seed, time_limit=time_limit, rate=float(args.rates.split(",")[0]), store=str(scratch),
+                        nemesis=nemesis, db_options=options)
+
+    try:
+        simulate(spec(0, 5.0), scratch / "warm-up")
+        print(json.dumps({"tree": str(Path(harness.__file__).resolve().parent.parent)}), flush=True)
+        for line in sys.stdin:
+            seed = int(line)
+            started, started_cpu = time.perf_counter(), time.process_time()
+            result = simulate(spec(seed, args.time_limit), scratch / str(seed), checkers=None if judged else ())
+            cpu, wall = time.process_time() - started_cpu, time.perf_counter() - started
+            shutil.rmtree(scratch / str(seed), ignore_errors=True)
+            print(json.dumps({"seed": seed, "sim_s": result.sim_seconds, "cpu_s": cpu, "wall_s": wall,
+                              "valid": str(result.valid), **result.digest}), flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def compare(other: Path, seeds: Sequence[int], argv: Sequence[str]) -> dict[str, Any]:
+    """``speed --compare``: this tree (A) and ``other`` (B) over the same seeds, alternately (module
+    docstring); prints a line per seed and returns the totals with the ratio A / B of sim s per CPU s."""
+    def worker(tree: Path) -> subprocess.Popen[str]:
+        process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), WORKER, "--root", str(tree),
+                                    *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tree)
+        assert process.stdout is not None
+        hello = json.loads(process.stdout.readline())
+        if Path(hello["tree"]) != tree.resolve():
+            raise RuntimeError(f"the worker for {tree} imported the harness from {hello['tree']}")
+        return process
+
+    trees = {"A": ROOT, "B": other.resolve()}
+    workers = {name: worker(tree) for name, tree in trees.items()}
+    totals = {name: {"sim_s": 0.0, "cpu_s": 0.0, "wall_s": 0.0} for name in trees}
+    same = True
+    try:
+        for turn, seed in enumerate(seeds):
+            rows = {}
+            for name in ("A", "B") if turn % 2 == 0 else ("B", "A"):
+                process = workers[name]
+                assert process.stdin is not None and process.stdout is not None
+                process.stdin.write(f"{seed}\n")
+                process.stdin.flush()
+                rows[name] = json.loads(process.stdout.readline())
+                for key in totals[name]:
+                    totals[name][key] += rows[name][key]
+            identical = all(rows["A"].get(k) == rows["B"].get(k) for k in ("history_sha256", "journals_sha256"))
+            same = same and identical
+            print(json.dumps({"seed": seed, "cpu_s_A": round(rows["A"]["cpu_s"], 3),
+                              "cpu_s_B": round(rows["B"]["cpu_s"], 3), "sim_s": rows["A"]["sim_s"],
+                              "hashes_identical": identical, "load": os.getloadavg()}), flush=True)
+    finally:
+        for process in workers.values():
+            if process.stdin is not None:
+                process.stdin.close()
+            process.wait()
+    summary: dict[str, Any] = {"A": str(trees["A"]), "B": str(trees["B"]), "seeds": len(seeds),
+                               "hashes_identical": same, "load": os.getloadavg()}
+    for name, total in totals.items():
+        summary[f"sim_per_cpu_{name}"] = round(total["sim_s"] / total["cpu_s"], 1)
+        summary[f"cpu_s_per_seed_{name}"] = round(total["cpu_s"] / len(seeds), 3)
+    summary["ratio_A_over_B"] = round(summary["sim_per_cpu_A"] / summary["sim_per_cpu_B"], 2)
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("figure", choices=("speed", "matrix", "stability", "all"))
+    parser.add_argument("figure", choices=("speed", "matrix", "stability", "all", WORKER))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--nemesis", default=",".join(DEFAULT_NEMESIS), help="speed: fault packages")
@@ -94,7 +187,23 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--stability-seeds", type=int, default=5)
     parser.add_argument("--out", default="store/sim-bench")
+    parser.add_argument("--compare", default=None, metavar="DIR",
+                        help="speed: measure this tree against the tree DIR, alternately (module docstring)")
+    parser.add_argument("--shards", type=int, default=1, help="speed --compare: storage shards (db option)")
+    parser.add_argument("--checkers", choices=("all", "none"), default="all",
+                        help="speed --compare: judge each seed (all) or only simulate it (none)")
+    parser.add_argument("--root", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.figure == WORKER:
+        return _speed_worker(args)
+    if args.compare is not None:
+        if args.figure != "speed":
+            parser.error("--compare measures the speed figure only")
+        print(f"load average {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
+        argv = ["--time-limit", str(args.time_limit), "--nemesis", args.nemesis, "--rates", args.rates,
+                "--shards", str(args.shards), "--checkers", args.checkers]
+        summary = compare(Path(args.compare), range(1, args.seeds + 1), argv)
+        return 0 if summary["hashes_identical"] else 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"load average {os.getloadavg()}, {os.cpu_count()} cores", flush=True)

@@ -5,7 +5,9 @@ Contract (FORMATS.md, "History"):
 * every event gets ``index`` 0, 1, 2, ... in file order and ``time``, the nanoseconds since the test
   started on the controller's monotonic clock (injected, so tests pass a fake one);
 * each line is written and flushed before :meth:`HistoryWriter.append` returns (and ``os.fsync``-ed when
-  asked), so a crash of the controller loses nothing already observed;
+  asked), so a crash of the controller loses nothing already observed; except with ``buffered=True``
+  (the simulator's runs, in virtual time): lines are kept in memory and written in large pieces, at the
+  latest when the writer closes, since a crash of a simulated run loses nothing its seed cannot replay;
 * ``time`` never goes backwards in file order, even if the injected clock does: the index and the time
   are assigned together under one lock;
 * a line is written whole or not at all: when the disk is full (or any write fails) the file is cut back
@@ -40,9 +42,32 @@ def _default(value: Any) -> Any:
     return repr(value)
 
 
+def line_encoder(default: Callable[[Any], Any] | None = None) -> Callable[[Any], str]:
+    """``json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=default).encode``, the same
+    bytes for every value, without the Python layers ``encode`` and ``iterencode`` put around the C encoder
+    per call (they build a new C encoder every time): a simulated run encodes tens of thousands of history
+    and journal lines per seed. Without the C encoder (another Python), the plain ``encode``."""
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=default)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return encoder.encode
+    # Arguments as ``JSONEncoder.iterencode`` passes them (markers None: no circular check; a cycle is a
+    # RecursionError here, not a ValueError, and no line of ours has one).
+    c_encode = make(None, encoder.default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+    join = "".join
+
+    def encode(value: Any) -> str:
+        return join(c_encode(value, 0))
+
+    return encode
+
+
 # One encoder for every line: ``json.dumps`` with options builds a new one per call (a simulated run
 # writes about 200 lines per simulated second). Same options, same bytes.
-_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_default).encode
+_encode = line_encoder(_default)
+
+BUFFER_BYTES = 1 << 20
+"""A buffered writer (``buffered=True``) writes when this much is waiting, and when it closes."""
 
 
 class HistoryWriteError(OSError):
@@ -62,7 +87,8 @@ class HistoryWriter:
 
     ``clock`` returns monotonic nanoseconds (``time.monotonic_ns`` by default); ``start_ns`` is the
     test's start on that clock (the clock's value at construction by default), so times are relative to
-    it. ``fsync`` makes every line durable on disk, not only handed to the OS.
+    it. ``fsync`` makes every line durable on disk, not only handed to the OS. ``buffered`` keeps lines in
+    memory until :data:`BUFFER_BYTES` wait or the writer closes (module docstring; the simulator's runs).
     """
 
     def __init__(
@@ -72,6 +98,7 @@ class HistoryWriter:
         *,
         start_ns: int | None = None,
         fsync: bool = False,
+        buffered: bool = False,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
@@ -80,6 +107,9 @@ class HistoryWriter:
         self._lock = threading.Lock()
         self._index = 0
         self._last_time = 0
+        self._buffered = buffered
+        self._pending: list[bytes] = []
+        self._pending_size = 0
         self._file: BinaryIO | None = self.path.open("ab", buffering=0)
         self._size = self._file.tell()
         if self._size != 0:
@@ -140,10 +170,43 @@ class HistoryWriter:
             for name, field_value in extra.items():
                 if field_value is not None:
                     event[name] = field_value
-            self._write((_encode(event) + "\n").encode())
+            line = (_encode(event) + "\n").encode()
+            if self._buffered:
+                self._pending.append(line)
+                self._pending_size += len(line)
+                if self._pending_size >= BUFFER_BYTES:
+                    self._flush_pending(uncounted=1)
+            else:
+                self._write(line)
             self._index += 1
             self._last_time = now
             return event
+
+    def _flush_pending(self, uncounted: int = 0) -> None:
+        """Write what a buffered writer holds, whole lines only (see :meth:`_write`): in one piece, or, when
+        that fails (a full disk), line by line, so the file keeps every line that fits, as an unbuffered
+        writer's would, and the error is raised at the first line that does not. ``uncounted``: how many of
+        the last lines held are not in :attr:`count` yet (the one :meth:`append` is writing)."""
+        if not self._pending:
+            return
+        pending = self._pending
+        self._pending, self._pending_size = [], 0
+        written = 0
+        try:
+            if len(pending) > 1:
+                try:
+                    self._write(b"".join(pending))
+                    return
+                except HistoryWriteError:
+                    pass
+            for line in pending:
+                self._write(line)
+                written += 1
+        except HistoryWriteError:
+            # The lines after the refused one are lost: the next line written (if the disk has room again)
+            # takes the index after the file's last, so the file's indexes stay 0, 1, 2, ...
+            self._index += uncounted - len(pending) + written
+            raise
 
     def _write(self, data: bytes) -> None:
         """Append ``data`` whole (several writes if the OS takes part of it), or cut the file back to where
@@ -198,13 +261,22 @@ class HistoryWriter:
             raise ValueError(f"a completion is ok, fail or info, not {type!r}")
         return self.append(process, type, f, key, value, node=node, lsn=lsn, error=error, group=group)
 
+    def flush(self) -> None:
+        """Write what a buffered writer holds (nothing to do for an unbuffered one)."""
+        with self._lock:
+            if self._file is not None:
+                self._flush_pending()
+
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
-                if self._fsync:
-                    os.fsync(self._file.fileno())
-                self._file.close()
-                self._file = None
+                try:
+                    self._flush_pending()
+                    if self._fsync:
+                        os.fsync(self._file.fileno())
+                finally:
+                    self._file.close()
+                    self._file = None
 
     @property
     def closed(self) -> bool:

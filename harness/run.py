@@ -178,7 +178,9 @@ def run(
                                              shield=interrupts.shield))
             stack.callback(interrupts.shield)
             # 5. Interpret.
-            history = HistoryWriter(directory.history, clock=session.clock_ns)
+            # A simulated run's history waits in memory (virtual time; its seed replays whatever a crash
+            # would lose) and is written in large pieces, not with a system call per line.
+            history = HistoryWriter(directory.history, clock=session.clock_ns, buffered=spec.platform == "sim")
             stack.callback(history.close)
 
             def history_started() -> None:

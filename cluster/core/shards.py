@@ -195,6 +195,8 @@ class ShardLayer:
             self.replicas.append(ShardReplica(replica_config, recover(records), now, wall,
                                               random.Random(node.rng.getrandbits(64)), index))
         self.due: list[float | None] = [None] * self.count
+        # The groups `_shard_index` accepts, with their index: exactly "shard-<i>" for i < count.
+        self.indices: dict[str, int] = {group_name(index): index for index in range(self.count)}
         self.master_all = config.assignment == "leader-is-master-all"
         self.bug_lease_reuse = config.has_bug("primary-lsn-reuse")
         # The leader's state, for the cluster term it leads (`led_term`).
@@ -240,12 +242,17 @@ class ShardLayer:
                 messages.append((peer, wire))
 
     def next_deadline(self) -> float | None:
-        found = [due for due in self.due if due is not None]
+        found = None
+        for due in self.due:
+            if due is not None and (found is None or due < found):
+                found = due
         node = self.node
         if node.role == LEADER:
-            found.append(self.table_at if self.led_term == node.term
-                         else node.leader_since + node.config.heartbeat_interval)
-        return min(found) if found else None
+            due = (self.table_at if self.led_term == node.term
+                   else node.leader_since + node.config.heartbeat_interval)
+            if found is None or due < found:
+                found = due
+        return found
 
     def receive(self, sender: str, message: dict, now: float, wall: float) -> None:
         kind = message.get("type")
@@ -254,7 +261,8 @@ class ShardLayer:
         elif kind == SHARD_REPORT:
             self._on_report(sender, message, now)
         else:
-            index = _shard_index(message.get("group"), self.count)
+            group = message.get("group")
+            index = self.indices.get(group) if type(group) is str else None  # _shard_index, precomputed
             if index is None:
                 self.node.rejected_messages += 1
                 return
@@ -283,8 +291,13 @@ class ShardLayer:
         for event in ready.journal:
             if event.get("event") != "start":
                 out.journal.append({**event, "group": group})
+        last: tuple[dict, dict] | None = None
         for peer, wire in ready.messages:
-            out.messages.append((peer, {**wire, "group": group}))
+            # A message broadcast to every peer is one dict: so is its tagged copy (the core never changes a
+            # message it sent or received, and an unsharded node's broadcast is one dict too).
+            if last is None or last[0] is not wire:
+                last = (wire, {**wire, "group": group})
+            out.messages.append((peer, last[1]))
         for ref, reply in ready.replies:
             out.replies.append((ref, {**reply, "group": group}))
         self.due[replica.index] = ready.next_tick

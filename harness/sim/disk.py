@@ -19,6 +19,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
+
+_encode = msgspec.json.encode
+_decode = msgspec.json.decode
+
 FSYNC_POLICIES = ("always", "never")
 
 
@@ -58,4 +63,16 @@ class SimDisk:
         """The records a restarted node recovers from. ``copy`` gives it fresh objects, as reading a file
         would, so nothing the previous incarnation still holds is shared with the next one."""
         durable = self.records[: self.synced]
-        return json.loads(json.dumps(durable)) if copy else list(durable)
+        if not copy:
+            return list(durable)
+        # What a JSON round trip gives, made by msgspec (several times faster on a long log). The two agree
+        # on JSON's own values; where they may not (a non-string key, a tuple, NaN or an infinity, an int
+        # beyond 64 bits, a type msgspec encodes its own way), the copy is not equal to the records and
+        # ``json`` makes it, as it always did.
+        try:
+            copied = _decode(_encode(durable))
+        except (TypeError, ValueError, OverflowError, msgspec.MsgspecError):
+            copied = None
+        if copied != durable:
+            copied = json.loads(json.dumps(durable))
+        return copied

@@ -16,11 +16,13 @@ run; ``results.json`` records their hashes (``harness.platforms.sim.trace_digest
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -141,6 +143,33 @@ class SimResult:
         return document.get("replay_command") or document.get("command")
 
 
+SIM_GC_THRESHOLD = 50_000
+"""The collector's first threshold while a simulation runs (Python's default: 700 allocations)."""
+_frozen = False
+
+
+@contextlib.contextmanager
+def lean_gc() -> Iterator[None]:
+    """Less cyclic garbage collection while a simulation runs: what is alive before the first one in this
+    process (modules, classes, caches: it lives as long as the process) is left out of every collection
+    (``gc.freeze``), and the youngest generation is collected every :data:`SIM_GC_THRESHOLD` allocations
+    instead of 700. A seed allocates millions of short-lived objects that reference counting frees, and
+    the collections rescanned the long-lived ones: about 8% of a seed's CPU, half of it one full
+    collection. Cycles are still collected, and the thresholds are restored after. Collection never
+    decides what a simulation does (an exploration's seeds ran with the collector in whatever state the
+    seeds before left it, and replay byte for byte)."""
+    global _frozen
+    if not _frozen:
+        gc.freeze()
+        _frozen = True
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], SIM_GC_THRESHOLD), *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+
+
 def simulate(
     spec: TestSpec,
     run_dir: str | os.PathLike[str] | None = None,
@@ -157,8 +186,9 @@ def simulate(
     if checkers is not None:
         spec = replace(spec, checkers=tuple(checkers))
     wall = time.perf_counter()
-    result = run(spec, schedule=schedule, scripts=scripts, reproduces=reproduces, run_dir=run_dir,
-                 replay_command=replay_command, report=run_dir is None)
+    with lean_gc():
+        result = run(spec, schedule=schedule, scripts=scripts, reproduces=reproduces, run_dir=run_dir,
+                     replay_command=replay_command, report=run_dir is None)
     wall = time.perf_counter() - wall
     if result.run_dir is None or result.results is None:
         raise ConfigError(f"the simulation of seed {spec.seed} left no run")

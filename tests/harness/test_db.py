@@ -161,3 +161,18 @@ def test_the_package_tarball_is_reproducible_and_holds_only_sources(tmp_path) ->
 def test_status_errors_say_whether_the_node_certainly_did_not_answer() -> None:
     assert StatusError("connection refused", definite=True).definite
     assert not StatusError("timeout", definite=False).definite
+
+
+def test_the_package_tarball_is_made_again_only_when_a_source_changes(tmp_path) -> None:
+    from adapters.cluster.db import _cached_tarball
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("A = 1\n")
+    first = _cached_tarball(package)
+    assert _cached_tarball(package) is first and first == package_tarball(package)
+    (package / "more.py").write_text("B = 2\n")
+    second = _cached_tarball(package)
+    assert second != first and second == package_tarball(package)
+    (package / "more.py").write_text("B = 23\n")
+    assert _cached_tarball(package) == package_tarball(package) != second

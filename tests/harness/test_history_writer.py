@@ -154,3 +154,110 @@ def test_a_write_that_fails_half_way_leaves_the_file_at_its_last_whole_line(tmp_
     writer.close()
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) == 2 and json.loads(lines[0])["type"] == "invoke"
+
+
+def _write_some(history: HistoryWriter, clock: FakeClock) -> None:
+    for i in range(300):
+        clock.advance(1_000)
+        history.invoke(i % 4, "write", f"k{i % 7}", {"v": i, "s": {i, 1}, "b": b"x", "f": i / 7, "u": "é\n"})
+        history.complete(i % 4, "ok", "write", f"k{i % 7}", i, node="n1", lsn=(1, i), group="shard-1")
+
+
+def test_a_buffered_writer_writes_the_same_bytes_when_it_closes(tmp_path) -> None:
+    """The simulator's writer (``buffered``): nothing on disk until it closes (or enough waits), then the
+    very bytes the unbuffered writer writes line by line."""
+    plain, buffered = tmp_path / "plain.jsonl", tmp_path / "buffered.jsonl"
+    clock = FakeClock()
+    with HistoryWriter(plain, clock, start_ns=0) as history:
+        _write_some(history, clock)
+    clock = FakeClock()
+    history = HistoryWriter(buffered, clock, start_ns=0, buffered=True)
+    _write_some(history, clock)
+    assert buffered.read_bytes() == b"" and history.count == 600
+    history.close()
+    assert buffered.read_bytes() == plain.read_bytes()
+
+
+def test_a_buffered_writer_writes_when_enough_waits(tmp_path, monkeypatch) -> None:
+    import harness.history
+
+    monkeypatch.setattr(harness.history, "BUFFER_BYTES", 1000)
+    path = tmp_path / "h.jsonl"
+    history = HistoryWriter(path, FakeClock(), buffered=True)
+    for _ in range(50):
+        history.invoke(0, "read", "k")
+    on_disk = path.read_bytes()
+    assert 1000 <= len(on_disk) and on_disk.endswith(b"\n")
+    history.flush()
+    assert len(path.read_bytes().splitlines()) == 50
+    history.close()
+
+
+def test_a_buffered_write_that_fails_leaves_whole_lines(tmp_path, monkeypatch) -> None:
+    """A full disk when the buffer is written (at close): the file is cut back to the lines written before."""
+    import errno
+    import os
+
+    from harness.history import HistoryWriteError
+
+    path = tmp_path / "history.jsonl"
+    writer = HistoryWriter(path, clock=lambda: 0, buffered=True)
+    writer.invoke(0, "read", "k")
+    writer.flush()
+    writer.complete(0, "ok", "read", "k", 1)
+    real_write = os.write
+
+    def full_disk(fd: int, data: bytes) -> int:
+        if len(data) > 5:
+            real_write(fd, data[:5])
+            return 5
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with pytest.raises(HistoryWriteError, match="No space left on device"):
+        writer.close()
+    monkeypatch.undo()
+    assert writer.closed
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) == 2 and json.loads(lines[0])["type"] == "invoke"
+
+
+def test_the_line_encoder_is_json_dumps() -> None:
+    from harness.history import line_encoder
+
+    encode = line_encoder()
+    for value in ({"a": [1, 2.5, None, True, "é\u2028\x00\""], "b": {"1": -0.0}}, [1e16, 1e-7, 2**70], "s", 3,
+                  {1: 2, 2.5: 3, None: 4, False: 5}):
+        assert encode(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    with pytest.raises(TypeError):
+        encode({"x": {1}})
+
+
+def test_after_a_refused_buffered_line_the_indexes_go_on_from_the_file(tmp_path, monkeypatch) -> None:
+    """A full disk that refuses part of a buffered piece: the file keeps the lines that fitted, and a line
+    written later (the disk has room again) takes the next index, so the file's indexes have no gap."""
+    import errno
+
+    from harness.history import HistoryWriteError
+
+    path = tmp_path / "h.jsonl"
+    writer = HistoryWriter(path, clock=lambda: 0, buffered=True)
+    for _ in range(5):
+        writer.invoke(0, "read", "k")
+    real_write = HistoryWriter._write
+    room = [2]  # the disk takes the next two writes of one line each, then is full
+
+    def full_disk(self: HistoryWriter, data: bytes) -> None:
+        if data.count(b"\n") > 1 or room[0] == 0:
+            raise HistoryWriteError(self.path, OSError(errno.ENOSPC, "No space left on device"))
+        room[0] -= 1
+        real_write(self, data)
+
+    monkeypatch.setattr(HistoryWriter, "_write", full_disk)
+    with pytest.raises(HistoryWriteError):
+        writer.flush()
+    monkeypatch.undo()
+    assert writer.count == 2
+    writer.invoke(1, "read", "k")
+    writer.close()
+    assert [e["index"] for e in _lines(path)] == [0, 1, 2]
