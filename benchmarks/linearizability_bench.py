@@ -20,11 +20,19 @@ once), sampled every 0.1 s. The cases (issue 13):
 * ``p20-hard``: the same with 5% ``info`` and one stale read (not linearizable): decided within 10 s?
 * ``timeout5``: the ``1m`` history with ``--timeout 5``: how long until it answers.
 
+EDN mode (``--edn``, issue 29) generates a 100,000-operation history (``--edn-ops``; 100 keys, 20
+processes, 1% ``info``), writes it also as Jepsen EDN in both layouts (``history.edn``: one map per
+line, ``[k v]`` independent-key values; ``knossos.edn``: one vector), and runs ``python -m checkers
+check`` on the three, alternately, ``--repeat`` rounds (``--workers 1``: the reading is what differs).
+Printed: each run's wall and CPU seconds (this process's children, from ``wait4``) and peak RSS, then
+the medians and the EDN/JSONL ratios, with the load average before and after.
+
 Every generated history of the valid cases is linearizable by construction (each operation takes
 effect at its completion, on a reference register), so any other verdict is a bug and exit status 1.
 
     .venv/bin/python benchmarks/linearizability_bench.py [--repeat 5] [--top 10] [--corpus DIR]
     .venv/bin/python benchmarks/linearizability_bench.py --case all [--dir /tmp/lin-bench] [--seed 1]
+    .venv/bin/python benchmarks/linearizability_bench.py --edn [--edn-ops 100000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -316,6 +324,86 @@ def run_case(name: str, directory: Path, seed: int, workers: int | None) -> bool
     return expected is None or valid == expected
 
 
+def _edn_value(value: Any) -> str:
+    if value is None:
+        return "nil"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + " ".join(_edn_value(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def write_edn(source: Path, by_line: Path, vector: Path) -> None:
+    """``source`` (our JSONL) as Jepsen EDN: one map per line, and Knossos' single vector."""
+    with source.open(encoding="utf-8") as lines, by_line.open("w", encoding="utf-8") as out:
+        for line in lines:
+            r = json.loads(line)
+            fields = [
+                f":index {r['index']}", f":time {r['time']}", f":type :{r['type']}", f":process {r['process']}",
+                f":f :{r['f']}", f":value [{_edn_value(r['key'])} {_edn_value(r['value'])}]",
+            ]
+            if "error" in r:
+                fields.append(f":error :{r['error']}")
+            out.write("{" + ", ".join(fields) + "}\n")
+    with by_line.open(encoding="utf-8") as lines, vector.open("w", encoding="utf-8") as out:
+        out.write("[")
+        for number, line in enumerate(lines):
+            out.write(("\n " if number else "") + line.rstrip("\n"))
+        out.write("]\n")
+
+
+def _measured_command(argv: list[str]) -> tuple[float, float, float, str]:
+    """Wall and CPU seconds and peak RSS (MiB) of ``python -m checkers`` with ``argv``, and its output."""
+    import subprocess
+
+    started = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-m", "checkers", *argv], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, _, usage = os.wait4(child.pid, 0)
+    child.returncode = 0
+    wall = time.perf_counter() - started
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, output
+
+
+def edn_comparison(directory: Path, ops: int, seed: int, rounds: int) -> bool:
+    """EDN mode (module docstring): the same history as JSONL and as EDN in both layouts."""
+    jsonl = directory / f"edn-{ops}-seed{seed}.jsonl"
+    by_line = directory / f"edn-{ops}-seed{seed}" / "history.edn"
+    vector = directory / f"edn-{ops}-seed{seed}-knossos.edn"
+    if not (jsonl.exists() and by_line.exists() and vector.exists()):
+        by_line.parent.mkdir(parents=True, exist_ok=True)
+        info = generate(jsonl, Shape(ops=ops, keys=100, processes=20, info=0.01), seed)
+        write_edn(jsonl, by_line, vector)
+        print(f"generated {info['ops']:,} operations: {jsonl} and its EDN layouts {by_line}, {vector}")
+    files = {"jsonl": jsonl, "edn-line": by_line, "edn-vector": vector}
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in files}
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    ok = True
+    for round_ in range(rounds):
+        for name, path in files.items():
+            wall, cpu, rss, output = _measured_command(
+                ["check", str(path), "--model", "cas-register", "--workers", "1"]
+            )
+            ok = ok and ": linearizable: valid:" in output
+            runs[name].append((wall, cpu, rss))
+            print(f"round {round_ + 1} {name:10} {path.stat().st_size / 1e6:5.1f} MB: {wall:6.2f} s wall "
+                  f"{cpu:6.2f} s cpu {rss:6.0f} MiB peak RSS  ({output.strip()[:60]}...)")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+    def median(name: str, field: int) -> float:
+        values = sorted(run[field] for run in runs[name])
+        return values[len(values) // 2]
+
+    base = {field: median("jsonl", field) for field in range(3)}
+    for name in files:
+        wall, cpu, rss = (median(name, field) for field in range(3))
+        print(f"median {name:10}: {wall:6.2f} s wall {cpu:6.2f} s cpu {rss:6.0f} MiB = "
+              f"{wall / base[0]:.2f}x wall {cpu / base[1]:.2f}x cpu {rss / base[2]:.2f}x memory of the JSONL")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per file; the best counts (default 5)")
@@ -325,7 +413,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/linearizability-bench"), help="generated histories")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, help="processes for the search (default: the cores)")
+    parser.add_argument("--edn", action="store_true", help="EDN (both layouts) against JSONL, side by side")
+    parser.add_argument("--edn-ops", type=int, default=100_000, help="operations of the EDN mode's history")
     args = parser.parse_args(argv)
+    if args.edn:
+        args.dir.mkdir(parents=True, exist_ok=True)
+        return 0 if edn_comparison(args.dir, args.edn_ops, args.seed, min(args.repeat, 5)) else 1
     if args.case:
         args.dir.mkdir(parents=True, exist_ok=True)
         names = list(CASES) if "all" in args.case else args.case

@@ -3,8 +3,10 @@ Jepsen operations. This module is the one place where Jepsen's fields become FOR
 
 Layouts read: a single EDN vector (or list) of operation maps, as Knossos' ``data/`` files are written;
 one operation map per top-level form, as Jepsen's ``history.edn`` is (one per line); for JSON, one
-object per line or a single array of objects. EDN is parsed by the ``edn_format`` package (about 7,000
-operations per second here; Jepsen's ``#jepsen.history.Op{...}`` record literals are read as maps).
+object per line or a single array of objects. EDN is streamed by :mod:`checkers.edn` (the subset Jepsen
+writes is built there, anything else by the ``edn_format`` package; Jepsen's ``#jepsen.history.Op{...}``
+record literals are read as maps), the operations kept as JSON objects until the file is read: whether
+values are independent keys, and the order of ``:index``, are known only then.
 In error messages the number after the file name is the operation's position in the file (1-based).
 
 The mapping, Jepsen field -> ours (FORMATS.md):
@@ -45,6 +47,7 @@ from typing import Any
 import edn_format
 import msgspec
 
+from checkers.edn import read_edn
 from checkers.history import NEMESIS, HistoryError, LoadTimeout, open_history
 
 INDEPENDENT_CHOICES = ("auto", "yes", "no")
@@ -92,98 +95,60 @@ def _map_key(key: Any) -> str:
     return converted if isinstance(converted, str) else json.dumps(converted, sort_keys=True)
 
 
-def _field(op: Mapping[Any, Any], name: str) -> Any:
-    """``op[:name]`` for an EDN map, ``op["name"]`` for a JSON object; ``KeyError`` when absent."""
-    for candidate in (edn_format.Keyword(name), name):
-        if candidate in op:
-            return op[candidate]
-    raise KeyError(name)
-
-
-_EDN_CHUNK = 2048  # lines parsed at once: edn_format's parser costs much to start, little per form
-
-
-def _parse_edn(text: str, source: str) -> list[Any]:
-    try:
-        return list(edn_format.loads_all(text))
-    except NotImplementedError as exc:  # an unknown #tag
-        raise HistoryError(source, None, f"unreadable EDN: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - edn_format raises its own and ply's errors
-        raise HistoryError(source, None, f"unreadable EDN: {type(exc).__name__}: {exc}") from None
-
-
-def _edn_forms(
-    text: str, source: str, deadline: float | None, clock: Callable[[], float]
-) -> list[Any]:
-    """The top-level forms of an EDN text. One vector (Knossos' layout) is parsed whole; forms one per
-    line (Jepsen's ``history.edn``) are parsed :data:`_EDN_CHUNK` lines at a time, looking at the
-    clock between chunks (a chunk that ends inside a form grows until the form is complete)."""
-    if text.lstrip().startswith(("[", "(")) or deadline is None:
-        return _parse_edn(text, source)
-    lines = text.splitlines()
-    forms: list[Any] = []
-    start = 0
-    while start < len(lines):
-        if clock() > deadline:
-            raise LoadTimeout(source, start + 1)
-        end = min(start + _EDN_CHUNK, len(lines))
-        while True:
-            try:
-                forms.extend(_parse_edn("\n".join(lines[start:end]), source))
-                break
-            except HistoryError:
-                if end >= len(lines):
-                    raise
-                end = min(end + 64, len(lines))  # a form that spans the chunk's end
-        start = end
-    return forms
+_JSON_LINE_CHARS = 64 << 20  # a JSON export's line longer than this is refused
+_DEADLINE_EVERY = 1 << 10  # JSON lines between two looks at the clock
 
 
 def _read_forms(
     path: Path, kind: str, deadline: float | None = None, clock: Callable[[], float] = time.monotonic
-) -> list[Any]:
-    try:
-        with open_history(path) as handle:
-            text = handle.read().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise HistoryError(str(path), None, f"not UTF-8: {exc.reason} at byte {exc.start}") from None
-    if kind == "edn":
-        forms = _edn_forms(text, str(path), deadline, clock)
-    else:
-        stripped = text.lstrip()
-        try:
-            if stripped.startswith("["):
-                forms = [msgspec.json.decode(text)]
-            else:
-                forms = [msgspec.json.decode(line) for line in text.splitlines() if line.strip()]
-        except msgspec.DecodeError as exc:
-            raise HistoryError(str(path), None, f"bad JSON: {exc}") from None
-    if deadline is not None and clock() > deadline:
-        raise LoadTimeout(str(path), len(forms))
-    if len(forms) == 1 and _is_vector(forms[0]):
-        return list(forms[0])
-    return forms
+) -> Iterator[Any]:
+    """The operation-level forms of a Jepsen history file, as JSON values, one at a time."""
+    source = str(path)
+    with open_history(path) as handle:
+        if kind == "edn":
+            yield from read_edn(handle, source, deadline=deadline, clock=clock)
+            return
+        first = handle.peek(1 << 16)[:1 << 16].lstrip()
+        if first.startswith(b"["):  # one array: msgspec reads it at once (about 1 s for 100 MB)
+            try:
+                forms = msgspec.json.decode(handle.read())
+            except RecursionError:
+                raise HistoryError(source, None, "a value nested too deeply to read (no history needs that depth)") from None
+            except msgspec.DecodeError as exc:
+                raise HistoryError(source, None, f"bad JSON: {exc}") from None
+            if deadline is not None and clock() > deadline:
+                raise LoadTimeout(source, 1)
+            yield from forms if isinstance(forms, list) else [forms]
+            return
+        number = 0
+        while line := handle.readline(_JSON_LINE_CHARS + 1):
+            number += 1
+            if len(line) > _JSON_LINE_CHARS:
+                raise HistoryError(source, number, f"a line of more than {_JSON_LINE_CHARS:,} bytes")
+            if deadline is not None and not number % _DEADLINE_EVERY and clock() > deadline:
+                raise LoadTimeout(source, number)
+            if not line.strip():
+                continue
+            try:
+                yield msgspec.json.decode(line)
+            except RecursionError:
+                raise HistoryError(source, number, "a value nested too deeply to read (no history needs that depth)") from None
+            except msgspec.DecodeError as exc:
+                raise HistoryError(source, number, f"bad JSON: {exc}") from None
 
 
-def _independent(ops: list[Mapping[Any, Any]]) -> bool:
-    """Whether every client invoke's value is a ``[k v]`` tuple of independent keys (module docstring)."""
-    seen = False
-    for op in ops:
-        try:
-            process = to_json(_field(op, "process"))
-            kind = to_json(_field(op, "type"))
-        except KeyError:
-            return False
-        if process == NEMESIS or kind != "invoke":
-            continue
-        value = op.get(edn_format.Keyword("value"), op.get("value"))
-        if not _is_vector(value) or len(value) != 2 or _is_vector(value[0]):
-            return False
-        f = to_json(op.get(edn_format.Keyword("f"), op.get("f")))
-        if f == "cas" and not (_is_vector(value[1]) and len(value[1]) == 2):
-            return False
-        seen = True
-    return seen
+def _invoke_pair(op: Mapping[str, Any]) -> bool | None:
+    """For :func:`_independent`: None when ``op`` says nothing (nemesis, completions), else whether its
+    value is a ``[k v]`` tuple of independent keys. Raises ``KeyError`` without process or type."""
+    if op["process"] == NEMESIS or op["type"] != "invoke":
+        return None
+    value = op.get("value")
+    if value.__class__ is not list or len(value) != 2 or value[0].__class__ is list:
+        return False
+    if op.get("f") == "cas":
+        v = value[1]
+        return v.__class__ is list and len(v) == 2
+    return True
 
 
 def read_jepsen(
@@ -213,63 +178,76 @@ def _events(
     path: Path, kind: str, independent: str, deadline: float | None, clock: Callable[[], float]
 ) -> Iterator[dict[str, Any]]:
     source = str(path)
-    forms = _read_forms(path, kind, deadline, clock)
-    for position, op in enumerate(forms, start=1):
-        if not isinstance(op, Mapping):
+    # The operations are kept (as JSON objects) until the file is read: whether values are independent
+    # keys, and the order of :index, are known only then.
+    ops: list[dict[str, Any]] = []
+    pairs: bool | None = None  # every client invoke so far is a [k v] tuple (None: none seen yet)
+    indexed = in_order = True  # every operation has an :index; and they grow
+    last = -(1 << 63)
+    for position, op in enumerate(_read_forms(path, kind, deadline, clock), start=1):
+        if op.__class__ is not dict:
             raise HistoryError(source, position, f"expected an operation map, got {_short(op)}")
-    split = independent == "yes" or (independent == "auto" and _independent(forms))
-    indexes = [op.get(edn_format.Keyword("index"), op.get("index")) for op in forms]
-    if forms and all(isinstance(i, int) and not isinstance(i, bool) for i in indexes):
+        ops.append(op)
+        if pairs is not False:
+            try:
+                pair = _invoke_pair(op)
+            except KeyError:
+                pair = False
+            if pair is not None:
+                pairs = pair
+        if indexed:
+            i = op.get("index")
+            if i.__class__ is not int:
+                indexed = False
+            elif i <= last:
+                in_order = False
+            else:
+                last = i
+    if deadline is not None and clock() > deadline:
+        raise LoadTimeout(source, len(ops))
+    split = independent == "yes" or (independent == "auto" and bool(pairs))
+    if ops and indexed and not in_order:
+        indexes = [op["index"] for op in ops]
         if len(set(indexes)) != len(indexes):
             raise HistoryError(source, None, "two operations share an :index")
-        order = sorted(range(len(forms)), key=lambda i: indexes[i])
+        order: Sequence[int] = sorted(range(len(ops)), key=indexes.__getitem__)
+        del indexes
     else:
-        order = list(range(len(forms)))
+        order = range(len(ops))
     for position, i in enumerate(order):
-        yield _event(forms[i], position, split, source, i + 1)
+        op = ops[i]
+        ops[i] = None  # type: ignore[call-overload]  # each is needed once: let it go
+        yield _event(op, position, split, source, i + 1)
 
 
-def _event(op: Mapping[Any, Any], position: int, split: bool, source: str, number: int) -> dict[str, Any]:
-    """One Jepsen operation as a FORMATS.md event (the mapping of the module docstring)."""
-    event: dict[str, Any] = {"index": position}
-    try:
-        raw_time = _field(op, "time")
-    except KeyError:
-        raw_time = position
-    event["time"] = raw_time if isinstance(raw_time, int) and not isinstance(raw_time, bool) else raw_time
+_MISSING = object()
+_KNOWN = frozenset((*_STANDARD, "key"))
+
+
+def _event(op: dict[str, Any], position: int, split: bool, source: str, number: int) -> dict[str, Any]:
+    """One Jepsen operation (a JSON object) as a FORMATS.md event (the mapping of the module docstring)."""
+    raw_time = op.get("time", _MISSING)
+    event: dict[str, Any] = {"index": position, "time": position if raw_time is _MISSING else raw_time}
     for name in ("process", "type", "f"):
-        try:
-            event[name] = to_json(_field(op, name))
-        except KeyError:
-            raise HistoryError(source, number, f"missing field :{name}") from None
-    try:
-        value = to_json(_field(op, "value"))
-    except KeyError:
-        value = None
-    try:
-        key = to_json(_field(op, "key"))  # some Jepsen tests name the key in a field of its own
-    except KeyError:
-        key = None
+        value = op.get(name, _MISSING)
+        if value is _MISSING:
+            raise HistoryError(source, number, f"missing field :{name}")
+        event[name] = value
+    value = op.get("value")
+    key = op.get("key")  # some Jepsen tests name the key in a field of its own
     if split and event["process"] != NEMESIS:
-        if not isinstance(value, list) or len(value) != 2:
+        if value.__class__ is not list or len(value) != 2:
             raise HistoryError(source, number, f"expected an independent [key value] tuple, not {_short(value)}")
         key, value = value
     event["key"] = key
     event["value"] = value
-    try:
-        error = to_json(_field(op, "error"))
-    except KeyError:
-        error = None
+    error = op.get("error")
     if error is not None:
-        event["error"] = error if isinstance(error, str) else json.dumps(error, sort_keys=True)
-    try:
-        node = to_json(_field(op, "node"))
-    except KeyError:
-        node = None
-    if isinstance(node, str):
+        event["error"] = error if error.__class__ is str else json.dumps(error, sort_keys=True)
+    node = op.get("node")
+    if node.__class__ is str:
         event["node"] = node
     for name, field_value in op.items():
-        text = _map_key(name)
-        if text not in _STANDARD and text not in event:
-            event[text] = to_json(field_value)
+        if name not in _KNOWN:
+            event[name] = field_value
     return event

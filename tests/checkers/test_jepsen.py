@@ -135,15 +135,16 @@ def test_the_documented_mapping_names_every_field_the_reader_maps() -> None:
     assert in_code == in_docs == {"index", "time", "process", "type", "f", "value", "error", "node"}
 
 
-def test_one_map_per_line_is_read_in_chunks_within_the_time_budget(
+def test_one_map_per_line_is_read_piece_by_piece_within_the_time_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import itertools
 
-    import checkers.jepsen as jepsen
+    import checkers.edn as edn
     from checkers.judge import Budgets, judge_files
 
-    monkeypatch.setattr(jepsen, "_EDN_CHUNK", 2)
+    monkeypatch.setattr(edn, "PIECE", 64)  # pieces that end inside forms, tokens and strings
+
     spread = tmp_path / "spread.edn"  # forms over several lines, so chunks end inside them
     spread.write_text((HERE / "history-good.edn").read_text().replace(", :f", ",\n :f"))
     whole = [op.to_json() for op in load_history(HERE / "history-good.edn").ops]
