@@ -13,6 +13,21 @@ import pytest
 from harness.signals import TEARDOWN_NOTICE, Interrupts
 
 
+@pytest.fixture(autouse=True)
+def started_from_a_terminal():  # noqa: ANN201
+    """Each test starts as a run typed at a terminal does: SIGINT, SIGTERM and SIGHUP at their defaults,
+    whatever the test runner inherited (CI under ``nohup`` or as a background job has SIGHUP or SIGINT
+    ignored, which the harness rightly keeps ignored); the tests that need one ignored say so."""
+    defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL,
+                signal.SIGHUP: signal.SIG_DFL}
+    before = {signum: signal.signal(signum, handler) for signum, handler in defaults.items()}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
 def _deliver(signum: int) -> None:
     """Send ``signum`` to this process and let the main thread run its handler."""
     os.kill(os.getpid(), signum)
