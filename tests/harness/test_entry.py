@@ -28,7 +28,11 @@ sys.exit(main())
 
 
 def _signalled_while_importing(signum: int, hold: float = 5.0, ignore: bool = False) -> subprocess.CompletedProcess:
-    preexec = (lambda: signal.signal(signum, signal.SIG_IGN)) if ignore else None
+    # The child starts as from a terminal (the signal at its default), or with it ignored, whatever this
+    # test runner inherited (under nohup SIGHUP is ignored, and ignored signals are inherited).
+    def preexec() -> None:
+        signal.signal(signum, signal.SIG_IGN if ignore else signal.SIG_DFL)
+
     process = subprocess.Popen([sys.executable, "-c", SLOW_IMPORT, str(hold)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     assert process.stdout is not None and process.stdout.readline() == "importing\n"
