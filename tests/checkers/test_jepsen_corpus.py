@@ -12,8 +12,7 @@ import pytest
 
 from checkers.history import load_history
 from checkers.linearizability import check_linearizability
-
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpora" / "porcupine"
+from tests.checkers.test_corpus import CORPUS, _entries  # the corpus and its listing, in one place
 
 
 def _edn(value: Any) -> str:
@@ -36,15 +35,6 @@ def _line(event: dict[str, Any]) -> str:
     if event.get("error") is not None:
         fields.append(f":error {_edn(event['error'])}")
     return "{" + ", ".join(fields) + "}"
-
-
-def _entries() -> list[Any]:
-    manifest = CORPUS / "MANIFEST.json"
-    if not manifest.is_file():
-        reason = f"../shared is absent: no conformance corpus at {CORPUS} (it is there in CI)"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="corpus-absent")]
-    files = json.loads(manifest.read_text(encoding="utf-8"))["files"]
-    return [pytest.param(entry, id=entry["name"]) for entry in files]
 
 
 @pytest.mark.parametrize("entry", _entries())
