@@ -61,6 +61,15 @@ operation. For each queue:
 * **redelivered** (not an anomaly): at-least-once, a GUID delivered again before any ``ok`` confirm of it
   completed. Counted in ``stats`` (``redelivered``: messages, ``redeliveries``: extra deliveries) and
   named in the summary.
+
+What the system declares about delivery (``delivery``: ``test.json``'s record of the adapter's
+``workloads.queue.Delivery``; the bundled cluster's promises where absent) changes two rules:
+
+* without ``dedup`` (a re-sent put may be enqueued again), what would be a **duplicate** is counted as
+  **enqueued twice** (``stats["enqueued_twice"]``, the first few listed in ``stats["enqueued_twice_examples"]``)
+  and named in the summary, not an anomaly: the history cannot show whether the client re-sent the put;
+* with ``redelivery`` ``"none"`` (a message taken and never confirmed is not delivered again) nothing is
+  called **dropped**: a consumer that took a message and died took it with it. **lost** still holds.
 * **never-written**: a delivered GUID that no non-failed put invoked before the delivery completed.
 
 ``info`` writes and puts may or may not be present; they are never required.
@@ -446,7 +455,12 @@ def _messages(output: Any) -> list[Any]:
     return [output]
 
 
-def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stats: dict[str, Any]) -> list:
+def _check_queues(
+    history: History, phase: FinalPhase, findings: _Findings, stats: dict[str, Any], promised: Mapping[str, Any]
+) -> list:
+    dedup = promised.get("dedup", True) is not False
+    redelivering = promised.get("redelivery", "timeout") != "none"
+    twice: list[dict[str, Any]] = []
     puts: dict[Any, dict[Any, list[Operation]]] = {}
     ok_puts: list[tuple[Any, Any, Operation]] = []
     deliveries: dict[Any, dict[Any, list[Operation]]] = {}
@@ -512,7 +526,8 @@ def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stat
                     },
                 )
             if len(ops) > 1:
-                again = _check_duplicate(queue, guid, ops, queue in confirming, confirms, findings)
+                again = _check_duplicate(queue, guid, ops, queue in confirming, confirms, findings,
+                                         twice=None if dedup else twice)
                 redelivered += again > 0
                 redeliveries += again
 
@@ -534,7 +549,8 @@ def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stat
                 "drain": [op.evidence() for op in final_ops[queue][-3:]],
             },
         )
-    for queue in sorted(confirming & {q for q, empty in drained.items() if empty}, key=repr):
+    for queue in sorted(confirming & {q for q, empty in drained.items() if empty} if redelivering else (),
+                        key=repr):
         _check_dropped(
             queue,
             puts.get(queue, {}),
@@ -558,6 +574,9 @@ def _check_queues(history: History, phase: FinalPhase, findings: _Findings, stat
     stats["queues_at_least_once"] = len(confirming)
     stats["queues_drained"] = sum(1 for v in drained.values() if v)
     stats["final_consumes"] = sum(len(v) for v in final_ops.values())
+    if not dedup:
+        stats["enqueued_twice"] = len(twice)
+        stats["enqueued_twice_examples"] = twice[:5]
     return [put for _, _, put in ok_puts]
 
 
@@ -623,9 +642,12 @@ def _check_duplicate(
     confirming: bool,
     confirms: Mapping[Any, Mapping[Any, list[Operation]]],
     findings: _Findings,
+    *,
+    twice: list[dict[str, Any]] | None = None,
 ) -> int:
     """Report the first forbidden repeat delivery of ``guid`` (module docstring); return how many repeat
-    deliveries at-least-once allows."""
+    deliveries at-least-once allows. Given ``twice`` (a system without de-duplication), the repeat is
+    recorded there as enqueued twice instead of reported."""
     ordered = sorted(ops, key=lambda op: op.call)
     guid_confirms = sorted(confirms.get(queue, {}).get(guid, []), key=lambda op: op.ret)
     allowed = 0
@@ -636,18 +658,18 @@ def _check_duplicate(
             if confirm is None:
                 allowed += 1  # redelivery of an unconfirmed message: at-least-once
                 continue
-        findings.add_list(
-            "duplicate",
-            findings.duplicates,
-            {
-                "key": later.key,
-                "guid": guid,
-                "reason": "delivered again after an ok confirm" if confirm else "delivered twice",
-                "first": earlier.evidence(),
-                "second": later.evidence(),
-                "confirm": confirm.evidence() if confirm else None,
-            },
-        )
+        record = {
+            "key": later.key,
+            "guid": guid,
+            "reason": "delivered again after an ok confirm" if confirm else "delivered twice",
+            "first": earlier.evidence(),
+            "second": later.evidence(),
+            "confirm": confirm.evidence() if confirm else None,
+        }
+        if twice is not None:
+            twice.append(record)
+        else:
+            findings.add_list("duplicate", findings.duplicates, record)
         break
     return allowed
 
@@ -753,11 +775,13 @@ def check_durability(
     *,
     model: str | None = None,
     final_after: int | None = None,
+    delivery: Mapping[str, Any] | None = None,
 ) -> Verdict:
     """Committed-data durability for a register or queue history (see the module docstring).
 
     ``model`` is ``"register"``, ``"cas-register"`` or ``"queue"`` (inferred from the operations when
-    ``None``); ``final_after`` (ns) marks the start of the final reads when the history does not.
+    ``None``); ``final_after`` (ns) marks the start of the final reads when the history does not;
+    ``delivery`` is what a queue system declares (``dedup``, ``redelivery``; module docstring).
     """
     model = model or infer_model(history)
     if model not in REGISTER_MODELS and model not in QUEUE_MODELS:
@@ -769,7 +793,9 @@ def check_durability(
     findings = _Findings()
     never_final = FinalPhase(rule="none", marked=frozenset())
     if model in QUEUE_MODELS:
-        acked = _check_queues(history, phase or never_final, findings, stats)
+        acked = _check_queues(history, phase or never_final, findings, stats, delivery or {})
+        if delivery:
+            stats["delivery"] = dict(delivery)
     else:
         acked = _check_registers(history, phase or never_final, findings, stats)
     if journals:
@@ -782,6 +808,7 @@ def check_durability(
             summary += (
                 f" ({_count(stats['redelivered'], 'message')} also delivered again before a confirm: allowed)"
             )
+        summary += _twice(stats)
         return Verdict(False, summary, counterexample=_counterexample(findings), stats=stats)
     if phase is None:
         return Verdict(
@@ -803,7 +830,7 @@ def check_durability(
             True,
             f"every acknowledged put delivered: {acked_n} acked, {finals} final consumes, "
             f"{_count(stats['redelivered'], 'message')} delivered again before a confirm "
-            f"(at-least-once: allowed), nothing never-written",
+            f"(at-least-once: allowed), nothing never-written{_twice(stats)}",
             stats=stats,
         )
     return Verdict(
@@ -811,6 +838,15 @@ def check_durability(
         f"every acknowledged write present: {acked_n} acked, {finals} final reads, nothing never-written",
         stats=stats,
     )
+
+
+def _twice(stats: Mapping[str, Any]) -> str:
+    """The summary's words on messages enqueued twice by a system without de-duplication, if any."""
+    n = stats.get("enqueued_twice")
+    if not n:
+        return ""
+    return (f"; {_count(n, 'message')} enqueued twice (delivered again after a confirm: allowed, the system "
+            "declares no de-duplication of re-sent puts)")
 
 
 def _count(n: int, noun: str) -> str:

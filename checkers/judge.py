@@ -94,6 +94,7 @@ def judge_files(
     history_format: str = "auto",
     independent: str = "auto",
     initial: Any = None,
+    delivery: Mapping[str, Any] | None = None,
     missing: str = "run",
     skip: Callable[[History, Mapping[str, Any] | None], Mapping[str, str]] | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -157,6 +158,7 @@ def judge_files(
             max_memory_bytes=budgets.max_memory_bytes,
             deadline=deadline,
             initial=initial,
+            delivery=delivery,
         )
         selected = names if names is not None else applicable(inp)
         skipped = dict(skip(history, loaded)) if skip is not None else {}

@@ -49,6 +49,7 @@ class CheckInput:
     max_memory_bytes: int | None = None
     deadline: float | None = None  # on time.monotonic: the end of the caller's whole budget
     initial: Any = None  # the registers' value before any write (register models)
+    delivery: Mapping[str, Any] | None = None  # what a queue system declares (workloads.queue.Delivery)
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,8 @@ def _lsn(inp: CheckInput) -> Verdict:
 
 
 def _durability(inp: CheckInput) -> Verdict:
-    return check_durability(inp.history, inp.journals, model=inp.model, final_after=inp.final_after)
+    return check_durability(inp.history, inp.journals, model=inp.model, final_after=inp.final_after,
+                            delivery=inp.delivery)
 
 
 def _log(inp: CheckInput) -> Verdict:

@@ -27,7 +27,7 @@ from nemesis.generator import (
     parse_nemesis,
 )
 from nemesis.shell import FakeTime, vendored_libfaketime
-from workloads.generator import make_workload, workload_names
+from workloads.generator import declared_contract, make_workload, workload_names
 from workloads.ops import Workload
 
 
@@ -49,6 +49,15 @@ class Composition:
     not_applicable: dict[str, str]
     """Checkers that cannot judge this system, with the reason (never counted as unknown)."""
     image: str
+    contract: Any = None
+    """What the DB declares for the workload (the queue's ``Delivery``), or ``None``
+    (``workloads.generator.declared_contract``)."""
+
+    def contract_json(self) -> dict[str, Any]:
+        """``test.json``'s record of the contract: ``{"delivery": {...}}``, or nothing."""
+        if self.contract is None:
+            return {}
+        return {type(self.contract).attribute: self.contract.to_json()}
 
     @property
     def test_name(self) -> str:
@@ -158,14 +167,15 @@ def compose(spec: TestSpec, db: DB | None = None) -> Composition:
         except ValueError as exc:
             raise ConfigError(f"the {plugin.name} DB: {exc}") from None
     try:
+        contract = declared_contract(spec.workload, db)
         workload = make_workload(spec.workload, rng_for(spec.seed, "workload"), **spec.workload_options,
-                                 rate=spec.rate)
+                                 rate=spec.rate, contract=contract)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     checkers = _checkers(spec, workload)
     image = spec.image or getattr(db, "image", None) or DEFAULT_IMAGE
     composition = Composition(spec, plugin, options, db, packages, node_names, workload, faketime, checkers,
-                              not_applicable(db), image)
+                              not_applicable(db), image, contract)
     try:
         test_directory(composition.test_name)
     except StoreError as exc:

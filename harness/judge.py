@@ -49,6 +49,7 @@ def judge_run(
     model: str,
     checkers: Sequence[str],
     not_applicable: Mapping[str, str] = {},  # noqa: B006 - read only
+    delivery: Mapping[str, Any] | None = None,
     timeout_s: float | None = None,
     duration_s: float = 0.0,
     error: str | None = None,
@@ -71,7 +72,7 @@ def judge_run(
     try:  # streamed, per key, journals compacted: checkers.judge keeps a long run's check within ~1 GB
         judgement = judge_files(
             run_dir.history, model=model, checkers=list(checkers), missing="unknown",
-            final_after=final_after_for(stop),
+            final_after=final_after_for(stop), delivery=delivery,
             journals=run_dir.nodes if any(run_dir.nodes.glob("*/journal.jsonl")) else None,
             skip=lambda history, journals: {**observed_not_applicable(history, journals), **not_applicable},
             budgets=Budgets(timeout_s=timeout_s, workers=default_workers()))

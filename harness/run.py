@@ -327,6 +327,7 @@ def check_run(
         model=comp.workload.model,
         checkers=comp.checkers,
         not_applicable=comp.not_applicable,
+        delivery=comp.contract_json().get("delivery"),
         timeout_s=comp.spec.check_timeout,
         duration_s=duration_s,
         error=error,
@@ -391,6 +392,7 @@ def test_record(
         "model": comp.workload.model,
         "checkers": list(comp.checkers),
         "not_applicable": dict(comp.not_applicable),
+        **comp.contract_json(),
         "image": comp.image if spec.platform == "docker" else None,
         "timings": {
             "time_limit": spec.time_limit,

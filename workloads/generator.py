@@ -4,6 +4,8 @@
   name raises ``ValueError`` listing the valid ones.
 * :func:`workload_options` / :func:`parse_workload_options` / :func:`check_workload_options`: the options a
   user may set on each workload (its class's ``options``), from ``NAME=VALUE`` text or a suite's table.
+* :func:`workload_contract` / :func:`declared_contract`: what a workload lets the system under test
+  declare about itself (the queue's :class:`~workloads.queue.Delivery`), read from the DB adapter.
 * :func:`plan`: the operations each process would be handed within a time limit if every operation
   took no time (an upper bound), as pure data for ``schedule.jsonl`` and the simulator.
 
@@ -40,6 +42,28 @@ def workload_options(name: str) -> tuple[WorkloadOption, ...]:
     return tuple(getattr(WORKLOADS.get(name), "options", ()))
 
 
+def workload_contract(name: str) -> type | None:
+    """The contract an adapter may declare for the workload called ``name`` (its class's ``contract``: a
+    frozen dataclass with an ``attribute`` naming the DB's class attribute that declares it), or ``None``."""
+    return getattr(WORKLOADS.get(name), "contract", None)
+
+
+def declared_contract(name: str, db: object) -> Any:
+    """What ``db`` declares for the workload called ``name``: its attribute named by the contract, else the
+    contract's default; ``None`` for a workload without a contract. ValueError naming a declaration of the
+    wrong type."""
+    contract = workload_contract(name)
+    if contract is None:
+        return None
+    declared = getattr(db, contract.attribute, None)
+    if declared is None:
+        return contract()
+    if not isinstance(declared, contract):
+        raise ValueError(f"the DB adapter's {contract.attribute} must be a {contract.__module__}.{contract.__name__}, "
+                         f"not {type(declared).__name__}")
+    return declared
+
+
 def check_workload_options(name: str, options: Mapping[str, Any]) -> None:
     """ValueError naming the first option ``name``'s workload does not declare, or whose value has the wrong
     type (the constructor judges ranges); nothing to check for an unknown workload (its name is refused when
@@ -74,12 +98,15 @@ def parse_workload_options(name: str, pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
-def make_workload(name: str, rng: random.Random, **options: Any) -> Workload:
-    """The workload called ``name``, seeded from ``rng``; ``options`` go to its constructor."""
+def make_workload(name: str, rng: random.Random, *, contract: Any = None, **options: Any) -> Workload:
+    """The workload called ``name``, seeded from ``rng``; ``options`` go to its constructor, and so does
+    ``contract`` (what the system declares, :func:`declared_contract`) when given."""
     try:
         factory = WORKLOADS[name]
     except KeyError:
         raise ValueError(f"unknown workload {name!r}; valid: {', '.join(workload_names())}") from None
+    if contract is not None:
+        options = {**options, "contract": contract}
     try:
         return factory(rng, **options)
     except TypeError as exc:

@@ -18,6 +18,26 @@ visible again: the drain waits for it (at most ``DRAIN_POLL`` seconds at a time,
 all per queue), so that every message a consumer of the run took and never confirmed is delivered again
 before the drain ends. After any other failure it waits ``FINAL_RETRY_THINK`` seconds and consumes again,
 and gives up after ``DRAIN_GIVE_UP`` such failures in a row. Checkers: all four; model ``queue``.
+
+**The queue contract** (:class:`Delivery`). What is said above is the bundled cluster's behaviour; a real
+broker promises less, and its adapter declares what it promises as the class attribute ``delivery`` of
+its DB (read by the harness when it composes a test, kept in ``test.json`` and given to the durability
+checker by both judges):
+
+* ``dedup``: a put re-sent with its GUID is enqueued once (BlazingMQ). Without it (RabbitMQ, AMQP in
+  general) a client that re-sends a put whose confirm it never got may enqueue the message twice: a second
+  delivery after an ``ok`` confirm is then reported as *enqueued twice* and counted, not called a
+  duplicate.
+* ``redelivery``: how a message a consumer took and never confirmed comes back: ``timeout`` (a visibility
+  timeout, the bundled cluster), ``close`` (when the consumer's channel or connection closes, AMQP),
+  ``none`` (it does not: the durability checker then does not call unconfirmed messages dropped).
+* ``in_flight``: an empty consume can say that messages are still in flight (the ``in-flight`` error
+  above). Without it an empty answer means only "nothing ready now", so the drain does not stop at the first
+  one: it consumes on, every ``DRAIN_POLL`` seconds, until the queue has answered empty for
+  ``DRAIN_QUIET`` seconds in a row.
+
+A confirm that gets no reply from the broker (AMQP's ``basic.ack``) is recorded by the client as ``info``,
+never ``ok``: the checker takes an ``info`` confirm as one that may have removed its message.
 """
 
 from __future__ import annotations
@@ -25,7 +45,8 @@ from __future__ import annotations
 import math
 import random
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from workloads.ops import (
@@ -51,6 +72,42 @@ DRAIN_MARGIN = 0.05
 """Seconds a drain waits beyond the ``visible_in`` the node gave (leader time is not the client's)."""
 DRAIN_PATIENCE = 120.0
 """Seconds a drain waits in all per queue for in-flight messages; then it stops (the verdict: unknown)."""
+DRAIN_QUIET = 10.0
+"""Seconds a queue must answer empty in a row before a drain that cannot ask "in flight?" stops."""
+REDELIVERY = ("timeout", "close", "none")
+"""How a message taken and never confirmed comes back (:class:`Delivery`)."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a queue adapter promises about delivery: the queue contract (module docstring). The default is
+    the bundled cluster's: de-duplication by GUID, redelivery after a visibility timeout, an empty consume
+    that can say messages are in flight."""
+
+    attribute = "delivery"
+    """The name of the DB adapter's class attribute that declares it."""
+
+    dedup: bool = True
+    redelivery: str = "timeout"
+    in_flight: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("dedup", "in_flight"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Delivery.{name} is true or false, not {getattr(self, name)!r}")
+        if self.redelivery not in REDELIVERY:
+            raise ValueError(f"Delivery.redelivery is one of {', '.join(REDELIVERY)}, not {self.redelivery!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """``test.json``'s ``delivery``: the three fields."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Delivery:
+        """The contract ``test.json`` recorded; the default where it recorded none (runs from before it)."""
+        if not isinstance(data, Mapping):
+            return cls()
+        return cls(**{name: data[name] for name in ("dedup", "redelivery", "in_flight") if name in data})
 
 
 def draw_guid(rng: random.Random) -> str:
@@ -64,6 +121,7 @@ class QueueWorkload:
     name = "queue"
     checkers = CHECKERS
     model = "queue"
+    contract = Delivery
     options = (
         WorkloadOption("queues", int, "queues q0 .. (default 1)"),
         WorkloadOption("put_fraction", float, "the share of puts among the operations, 0-1 (default 0.5)"),
@@ -79,6 +137,7 @@ class QueueWorkload:
         put_fraction: float = 0.5,
         confirm_probability: float = 0.9,
         rate: float | None = 10.0,
+        contract: Delivery | None = None,
     ) -> None:
         if isinstance(queues, bool) or not isinstance(queues, int) or queues < 1:
             raise ValueError(f"queue needs at least one queue, not {queues!r}")
@@ -90,6 +149,7 @@ class QueueWorkload:
         self.put_fraction = float(put_fraction)
         self.confirm_probability = float(confirm_probability)
         self.rate = check_rate(rate)
+        self.delivery = contract if contract is not None else Delivery()
 
     def stream(self, process: int) -> Iterator[Op]:
         rng = process_rng(self.seed, process)
@@ -113,11 +173,17 @@ class QueueWorkload:
             failures = 0
             waited = 0.0
             wait = 0.0
+            quiet = 0.0  # seconds the queue has answered empty in a row (a drain that cannot ask in-flight)
             for _ in range(DRAIN_LIMIT):
                 kind, message = completion_fields((yield Op("consume", key, None, node=node, think=wait)))
                 wait = 0.0
                 if kind == "ok" and message is None:
-                    break  # the queue is empty
+                    if self.delivery.in_flight or quiet >= DRAIN_QUIET:
+                        break  # the queue is empty
+                    wait = min(DRAIN_POLL, DRAIN_QUIET - quiet)
+                    quiet += wait
+                    continue
+                quiet = 0.0
                 if kind == "ok":
                     failures = 0
                     guid = message.get("guid") if isinstance(message, dict) else None

@@ -77,6 +77,8 @@ class RunParams:
     command: str | None = None
     # Checker -> why the adapter says it cannot judge this system (test.json's ``not_applicable``).
     not_applicable: Mapping[str, str] = field(default_factory=dict)
+    # What a queue system declares about delivery (test.json's ``delivery``; workloads.queue.Delivery).
+    delivery: Mapping[str, Any] | None = None
 
 
 def _name(value: Any) -> str | None:
@@ -128,6 +130,7 @@ def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
     checkers = spec.get("checkers")
     command = spec.get("command")
     declared = spec.get("not_applicable")
+    delivery = spec.get("delivery")
     return RunParams(
         mode=_name(spec.get("mode", db.get("mode"))),
         workload=_name(workload),
@@ -141,6 +144,7 @@ def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
         checkers=tuple(str(c) for c in checkers) if isinstance(checkers, list | tuple) else None,
         command=command if isinstance(command, str) else None,
         not_applicable={str(k): str(v) for k, v in declared.items()} if isinstance(declared, Mapping) else {},
+        delivery=dict(delivery) if isinstance(delivery, Mapping) else None,
     )
 
 
@@ -231,6 +235,7 @@ def run_level_checks(
         timeout_s=timeout_s,
         max_states=max_states,
         final_after=params.final_after,
+        delivery=params.delivery,
     )
     checks.not_applicable = {**observed_not_applicable(history, journals), **params.not_applicable}
     for name in params.checkers if params.checkers is not None else applicable(inp):

@@ -525,3 +525,55 @@ def test_queue_a_message_never_confirmed_cannot_leave_an_at_least_once_queue() -
     c.op(12, "confirm", "q", "g1")
     _consume(c, 12, None)
     assert check_durability(c.history(), model="queue").valid is True
+
+
+# -- what a queue system declares (workloads.queue.Delivery) ---------------------------------------------
+
+
+def test_queue_without_dedup_counts_a_message_enqueued_twice_instead_of_a_duplicate() -> None:
+    """A broker that does not de-duplicate re-sent puts (declared ``dedup`` false) may deliver a message
+    again after its confirm: counted and named, not an anomaly; the same history is invalid where the
+    system promised de-duplication."""
+    b = HistoryBuilder()
+    _put(b, 0, "g1")
+    _consume(b, 10, "g1")
+    b.op(10, "confirm", "q", "g1")
+    _heal(b)
+    again = _consume(b, 11, "g1")
+    b.op(11, "confirm", "q", "g1")
+    _consume(b, 11, None)
+    assert check_durability(b.history(), model="queue").valid is False
+    promised = check_durability(b.history(), model="queue", delivery={"dedup": True, "redelivery": "timeout"})
+    assert promised.valid is False and promised.stats["anomalies"] == {"duplicate": 1}
+    verdict = check_durability(b.history(), model="queue", delivery={"dedup": False, "redelivery": "close"})
+    assert verdict.valid is True
+    assert verdict.stats["enqueued_twice"] == 1
+    assert verdict.stats["enqueued_twice_examples"][0]["second"]["complete_line"] == again
+    assert "1 message enqueued twice" in verdict.summary
+    assert verdict.stats["delivery"] == {"dedup": False, "redelivery": "close"}
+    # Without de-duplication a loss is still a loss.
+    _put(b, 1, "g2")
+    lost = check_durability(b.history(), model="queue", delivery={"dedup": False})
+    assert lost.valid is False and lost.stats["anomalies"] == {"lost": 1}
+    assert "enqueued twice" in lost.summary
+
+
+def test_queue_without_redelivery_nothing_unconfirmed_is_called_dropped() -> None:
+    """A system that declares no redelivery (a message taken and never confirmed is gone with its
+    consumer) is not judged on unconfirmed messages; where it declares redelivery, it is."""
+    b = HistoryBuilder()
+    _put(b, 0, "g1")
+    _put(b, 1, "g2")
+    _consume(b, 10, "g1")  # never confirmed
+    _consume(b, 11, "g2")
+    b.op(11, "confirm", "q", "g2")
+    _heal(b)
+    _consume(b, 12, None)
+    for redelivery in ("timeout", "close"):
+        verdict = check_durability(b.history(), model="queue", delivery={"redelivery": redelivery})
+        assert verdict.valid is False and verdict.stats["anomalies"] == {"dropped": 1}
+    assert check_durability(b.history(), model="queue", delivery={"redelivery": "none"}).valid is True
+    # Never delivered at all is lost whatever the system declares about redelivery.
+    _put(b, 2, "g3")
+    verdict = check_durability(b.history(), model="queue", delivery={"redelivery": "none"})
+    assert verdict.valid is False and verdict.stats["anomalies"] == {"lost": 1}

@@ -15,13 +15,15 @@ from hypothesis import strategies as st
 from checkers.models import MODELS
 from checkers.registry import CHECKERS as REGISTERED_CHECKERS
 from tests.hash_seeds import outputs_under_hash_seeds
-from workloads.generator import make_workload, plan, workload_names
+from workloads.generator import declared_contract, make_workload, plan, workload_contract, workload_names
 from workloads.ops import CHECKERS, FINAL_RETRY_THINK, VALUE_STRIDE, Op
 from workloads.queue import (
     DRAIN_GIVE_UP,
     DRAIN_MARGIN,
     DRAIN_PATIENCE,
     DRAIN_POLL,
+    DRAIN_QUIET,
+    Delivery,
     QueueWorkload,
     in_flight_wait,
 )
@@ -243,7 +245,7 @@ def test_queue_drain_waits_for_in_flight_messages_to_come_back() -> None:
 
 HASH_SEED_SCRIPT = """
 import json, random
-from workloads.generator import make_workload, plan, workload_names
+from workloads.generator import declared_contract, make_workload, plan, workload_contract, workload_names
 for name in workload_names():
     planned = plan(make_workload(name, random.Random(11)), range(5), 10.0)
     print(json.dumps({p: [op.to_json() for op in ops] for p, ops in planned.items()}))
@@ -254,3 +256,57 @@ for name in workload_names():
 def test_operations_do_not_depend_on_the_hash_seed() -> None:
     outputs = outputs_under_hash_seeds(HASH_SEED_SCRIPT)
     assert len(outputs) == 1 and outputs.pop().count("\n") == len(workload_names())
+
+
+def test_queue_drain_without_in_flight_answers_consumes_until_the_queue_stays_empty() -> None:
+    """A broker whose empty answer means only "nothing ready now" (declared ``in_flight`` false): the drain
+    does not stop at the first empty answer but asks again every DRAIN_POLL seconds until DRAIN_QUIET
+    seconds of empty answers in a row; a message in between starts the quiet period again."""
+    delivery = Delivery(dedup=False, redelivery="close", in_flight=False)
+    drain = QueueWorkload(random.Random(1), contract=delivery).final_ops("n1", ["q0"])
+    assert next(drain) == Op("consume", "q0", None, node="n1")
+    asked = [drain.send({"type": "ok", "value": None})]
+    waited = asked[0].think
+    while waited < DRAIN_QUIET / 2:
+        asked.append(drain.send({"type": "ok", "value": None}))
+        waited += asked[-1].think
+    assert all(op == Op("consume", "q0", None, node="n1", think=DRAIN_POLL) for op in asked)
+    # A redelivered message (its consumer's channel closed) is confirmed, and the quiet period restarts.
+    assert drain.send({"type": "ok", "value": {"guid": "g-1", "value": 7}}) == Op("confirm", "q0", "g-1", node="n1")
+    assert drain.send({"type": "info", "value": None}) == Op("consume", "q0", None, node="n1")
+    quiet = 0.0
+    with pytest.raises(StopIteration):
+        while True:
+            quiet += drain.send({"type": "ok", "value": None}).think
+    assert quiet == pytest.approx(DRAIN_QUIET)
+    # The bundled cluster's contract (the default) stops at the first empty answer.
+    default = QueueWorkload(random.Random(1)).final_ops("n1", ["q0"])
+    next(default)
+    with pytest.raises(StopIteration):
+        default.send({"type": "ok", "value": None})
+
+
+def test_delivery_contract_is_checked_and_round_trips() -> None:
+    delivery = Delivery(dedup=False, redelivery="none", in_flight=False)
+    assert Delivery.from_json(delivery.to_json()) == delivery
+    assert Delivery.from_json(None) == Delivery() == Delivery.from_json({})
+    for bad in ({"dedup": "no"}, {"redelivery": "sometimes"}, {"in_flight": 1}):
+        with pytest.raises(ValueError, match="Delivery"):
+            Delivery(**bad)
+
+
+def test_a_db_declares_its_queue_contract_and_the_workload_gets_it() -> None:
+    class Broker:
+        delivery = Delivery(dedup=False, redelivery="close", in_flight=False)
+
+    class Wrong:
+        delivery = {"dedup": False}
+
+    assert workload_contract("queue") is Delivery
+    assert all(workload_contract(name) is None for name in workload_names() if name != "queue")
+    assert declared_contract("queue", object()) == Delivery()
+    assert declared_contract("register", Broker()) is None
+    declared = declared_contract("queue", Broker())
+    assert make_workload("queue", random.Random(1), contract=declared).delivery is Broker.delivery
+    with pytest.raises(ValueError, match="delivery must be a workloads.queue.Delivery, not dict"):
+        declared_contract("queue", Wrong())
