@@ -2,6 +2,7 @@
 
     python -m checkers check FILE... --model MODEL [--checker NAME]... [--journals DIR] [--json]
                        [--format auto|jsonl|edn|jepsen-json] [--independent auto|yes|no] [--initial JSON]
+                       [--semantics strict|knossos]
                        [--timeout S] [--max-states N] [--max-memory BYTES] [--workers N] [--final-after NS]
     python -m checkers list
 
@@ -23,6 +24,12 @@ available). ``python -m checkers`` runs the command in a child process that its 
 margin (a quarter, at least 32 MiB; without ``--max-memory``, 90% of the machine's memory) of growth
 whatever the input (a file without newlines, a pipe that never ends), the command is stopped with one
 line on stderr and exit 2.
+
+``--semantics knossos`` reads the history as Knossos' models do (``checkers.models``): an ``ok`` read of
+nil says nothing (FORMATS.md's default, ``strict``, reads it as "unset"), and every ``:fail`` is dropped,
+a cas that returned false included; registers start at nil unless ``--initial`` says otherwise. A Jepsen
+user gets Knossos' verdicts on Knossos' histories without knowing the differences. A history with an
+operation its ``--model`` does not have is bad input (254), named with the models that have it.
 
 Output: one line per (file, checker): ``FILE: CHECKER: valid|invalid|unknown: summary``; with ``--json``
 one JSON object per line, shaped like a checker entry of ``results.json`` plus ``file`` and ``checker``.
@@ -52,7 +59,7 @@ from typing import Any, NoReturn, TextIO
 from checkers.history import FORMATS, HistoryError
 from checkers.jepsen import INDEPENDENT_CHOICES
 from checkers.judge import Budgets, default_workers, judge_files
-from checkers.models import ModelError, get_model
+from checkers.models import SEMANTICS, ModelError, get_model
 from checkers.registry import CHECKERS, MODEL_NAMES
 from checkers.verdict import UNKNOWN, Valid, Verdict, exit_code, worst
 
@@ -116,6 +123,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--initial", metavar="JSON", help="register models: the value before any write; multi-register: an object"
+    )
+    check.add_argument(
+        "--semantics", default="strict", choices=SEMANTICS,
+        help="how the models read the history: strict (FORMATS.md: a read of null means unset; default) or "
+             "knossos (Knossos' models: a read of nil is unknown, every fail dropped)",
     )
     check.add_argument("--timeout", type=float, metavar="S", help="time budget for reading and checking a file")
     check.add_argument("--max-states", type=int, metavar="N", help="linearizability memo budget in states")
@@ -197,7 +209,7 @@ def _initial(args: argparse.Namespace) -> Any:
     except json.JSONDecodeError:
         raise UsageError(f"--initial must be a JSON value, not {args.initial!r}") from None
     try:
-        get_model(args.model, initial=initial)
+        get_model(args.model, initial=initial, semantics=args.semantics)
     except ModelError as exc:
         raise UsageError(f"--initial: {exc}") from None
     return initial
@@ -235,6 +247,7 @@ def check(args: argparse.Namespace, out: TextIO, err: TextIO, started: float | N
                 history_format=args.format,
                 independent=args.independent,
                 initial=initial,
+                semantics=args.semantics,
             )
         except HistoryError as exc:
             err.write(f"bad input: {' '.join(str(exc).split())}\n")
@@ -243,6 +256,10 @@ def check(args: argparse.Namespace, out: TextIO, err: TextIO, started: float | N
         for warning in judgement.warnings:
             err.write(f"warning: {warning}\n")
         for name, verdict in judgement.verdicts.items():
+            if (verdict.stats or {}).get("error_type") == ModelError.__name__:
+                err.write(f"bad input: {file}: {verdict.stats['error'].removeprefix('ModelError: ')}\n")
+                bad_input = True
+                continue
             if remaining is not None:  # the budget judge_files was given is what was left of --timeout
                 verdict = replace(
                     verdict,

@@ -94,6 +94,7 @@ def judge_files(
     history_format: str = "auto",
     independent: str = "auto",
     initial: Any = None,
+    semantics: str = "strict",
     delivery: Mapping[str, Any] | None = None,
     missing: str = "run",
     skip: Callable[[History, Mapping[str, Any] | None], Mapping[str, str]] | None = None,
@@ -119,7 +120,7 @@ def judge_files(
     path = Path(history_path)
     names = list(checkers) if checkers is not None else None
     wanted = LINEARIZABLE in names if names is not None else model in MODELS  # (registry: ``applies``)
-    lin_model = get_model(model, initial=initial) if wanted else None
+    lin_model = get_model(model, initial=initial, semantics=semantics) if wanted else None
     workers = _Workers.start(path, lin_model, budgets, deadline, clock, history_format, independent)
     journal_dir = _journal_dir(path, journals)
     # With workers, this process reads only its own shard, unless another checker will need everything.
@@ -158,6 +159,7 @@ def judge_files(
             max_memory_bytes=budgets.max_memory_bytes,
             deadline=deadline,
             initial=initial,
+            semantics=semantics,
             delivery=delivery,
         )
         selected = names if names is not None else applicable(inp)

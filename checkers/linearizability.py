@@ -502,7 +502,9 @@ def merge(results: Sequence[ShardResult], model: Model, *, time_s: float, worker
     if stats["ops"] == 0 and not any(r.error for r in results):
         return Verdict(
             valid=UNKNOWN,
-            summary="linearizability cannot decide: the history has no client operations (nothing to judge)",
+            summary="linearizability cannot decide: the history has no client operations (nothing to judge; "
+            "Knossos and Porcupine call such a history valid, this checker calls it unknown so that a run "
+            "whose clients did nothing never passes)",
             stats=stats,
         )
     failed = [r.error for r in results if r.error]

@@ -30,6 +30,14 @@ How a model reads each completion type (FORMATS.md; Porcupine's ``Model``, Knoss
   wants the stronger check records such a cas as ``{:type :fail, :error :cas-mismatch}``.
   A ``fail`` read, get or consume did nothing and is left out.
 
+**Semantics** (:data:`SEMANTICS`, ``get_model(..., semantics=)``, ``python -m checkers check
+--semantics``). The default, ``strict``, is FORMATS.md's: an ``ok`` read of null says the register was
+unset. ``knossos`` reads histories as Knossos' models do, so that a Jepsen user gets Knossos' verdicts: an
+``ok`` read of nil says nothing (the value is unknown: ``register``, ``cas-register``, and a
+``multi-register`` micro-read of nil), and every ``:fail`` is dropped, a cas that returned false
+included. Registers start at nil in both, unless ``initial`` says otherwise (Knossos' CLI checks
+``(cas-register)``, nil; some of its tests use ``(cas-register 0)``: ``--initial 0``).
+
 A model turns each operation into a :class:`Transition` once (``prepare``): a function from state to the
 next state (or :data:`REJECTED`), its argument, and whether it is *pure*. A pure transition never changes
 any state (an ``ok`` read, a cas that returned false, a consume that found the queue empty); the checker
@@ -273,9 +281,12 @@ class KeyedModel:
         return text + f" (info: {op.error or 'indeterminate'})"
 
     def _unknown(self, op: Operation) -> ModelError:
+        fitting = models_with(op.f)
+        hint = (f"models with {op.f!r}: {', '.join(fitting)}" if fitting else
+                f"no model has {op.f!r}")
         return ModelError(
             f"operation {op.id} (history line {op.invoke_index + 1}): f {op.f!r} is not part of the "
-            f"{self.name} model ({', '.join(self.functions)}); pick the model that matches the workload"
+            f"{self.name} model ({', '.join(self.functions)}); {hint}"
         )
 
 
@@ -302,11 +313,12 @@ class RegisterModel(KeyedModel):
     """A register per key, initially null: ``read`` returns it, ``write`` sets it, and with ``cas``
     (the compare-and-set register) ``[expected, new]`` sets ``new`` iff it holds ``expected``."""
 
-    def __init__(self, *, cas: bool, initial: Any = None) -> None:
+    def __init__(self, *, cas: bool, initial: Any = None, semantics: str = "strict") -> None:
         self.cas = cas
         self.name = "cas-register" if cas else "register"
         self.functions = ("read", "write", "cas") if cas else ("read", "write")
         self.initial = freeze(initial)
+        self.knossos = _semantics(semantics) == "knossos"
 
     def init(self) -> Hashable:
         return self.initial
@@ -314,6 +326,8 @@ class RegisterModel(KeyedModel):
     def prepare(self, op: Operation) -> Transition | None:
         if op.f not in self.functions:
             raise self._unknown(op)
+        if self.knossos and _knossos_ignores(op):
+            return None
         return _register_transition(self, op, read_absent=None)
 
     def refute(self, ops: Sequence[Operation], transitions: Sequence[Transition]) -> Any:
@@ -329,11 +343,18 @@ class RegisterModel(KeyedModel):
         reads: dict[Any, Transition] = {}
         functions = self.functions
         out: list[Transition | None] = []
+        knossos = self.knossos
         for op in ops:
             if op.f not in functions:
                 raise self._unknown(op)
-            out.append(_register_transition(self, op, None, reads))
+            out.append(None if knossos and _knossos_ignores(op) else _register_transition(self, op, None, reads))
         return _unseen(ops, _observed_info(ops, out, self.initial), self.initial)
+
+
+def _knossos_ignores(op: Operation) -> bool:
+    """What Knossos' register models take no constraint from: an ``ok`` read of nil (value unknown) and
+    any ``fail`` (a cas that returned false included)."""
+    return op.type == "fail" or (op.type == "ok" and op.output is None and op.f in ("read", "get"))
 
 
 def _refute_registers(
@@ -776,7 +797,8 @@ class MultiRegisterModel(KeyedModel):
     name = "multi-register"
     functions = ("txn",)
 
-    def __init__(self, initial: Any = None) -> None:
+    def __init__(self, initial: Any = None, semantics: str = "strict") -> None:
+        self.knossos = _semantics(semantics) == "knossos"
         if initial is not None and not isinstance(initial, dict):
             raise ModelError(f"a multi-register's initial value is an object register -> value, not {initial!r}")
         self.initial = tuple(sorted(((freeze(k), freeze(v)) for k, v in (initial or {}).items()), key=_register_order))
@@ -790,6 +812,10 @@ class MultiRegisterModel(KeyedModel):
         if op.type == "fail":
             return None
         micro = self._micro_ops(op, op.output if op.type == "ok" and op.output is not None else op.value)
+        if self.knossos:
+            micro = tuple(m for m in micro if m[0] or m[2] is not None)  # Knossos: a nil read is always legal
+            if not micro:
+                return None
         if op.type != "ok":
             micro = tuple(m for m in micro if m[0])  # only the writes of an indeterminate txn matter
             if not micro:
@@ -979,18 +1005,36 @@ MODELS: Final[dict[str, Callable[[], Model]]] = {
 }
 
 
-def get_model(name: str, *, initial: Any = None) -> Model:
+SEMANTICS: Final = ("strict", "knossos")
+"""How a history is read (module docstring): FORMATS.md's (``strict``), or Knossos' (``knossos``)."""
+_SEMANTIC_MODELS: Final = frozenset({"register", "cas-register", "multi-register"})
+"""The models whose reading of a history the semantics change; the others read it as Knossos does."""
+
+
+def _semantics(name: str) -> str:
+    if name not in SEMANTICS:
+        raise ModelError(f"unknown semantics {name!r}; choose one of {', '.join(SEMANTICS)}")
+    return name
+
+
+def models_with(f: str) -> list[str]:
+    """The names of the models that have the operation ``f``."""
+    return [name for name, factory in MODELS.items() if f in factory().functions]
+
+
+def get_model(name: str, *, initial: Any = None, semantics: str = "strict") -> Model:
     """The model called ``name`` (one of :data:`MODELS`); ``initial`` is the registers' value before any
     write (``register``, ``cas-register``; ``multi-register``: an object register -> value). Knossos'
-    tests start their registers at 0."""
+    tests start their registers at 0. ``semantics`` is one of :data:`SEMANTICS`."""
     try:
         factory = MODELS[name]
     except KeyError:
         raise ModelError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}") from None
-    if initial is not None:
-        if name == "multi-register":
-            return MultiRegisterModel(initial)
-        if name not in ("register", "cas-register"):
-            raise ModelError(f"an initial value applies to the register models and multi-register, not {name!r}")
-        return RegisterModel(cas=name == "cas-register", initial=initial)
+    _semantics(semantics)
+    if initial is not None and name not in _SEMANTIC_MODELS:
+        raise ModelError(f"an initial value applies to the register models and multi-register, not {name!r}")
+    if name == "multi-register":
+        return MultiRegisterModel(initial, semantics)
+    if name in _SEMANTIC_MODELS:
+        return RegisterModel(cas=name == "cas-register", initial=initial, semantics=semantics)
     return factory()

@@ -49,6 +49,7 @@ class CheckInput:
     max_memory_bytes: int | None = None
     deadline: float | None = None  # on time.monotonic: the end of the caller's whole budget
     initial: Any = None  # the registers' value before any write (register models)
+    semantics: str = "strict"  # how the models read the history (checkers.models.SEMANTICS)
     delivery: Mapping[str, Any] | None = None  # what a queue system declares (workloads.queue.Delivery)
 
 
@@ -70,7 +71,7 @@ def _linearizable(inp: CheckInput) -> Verdict:
     ops = [op for op in inp.history.ops if op.f != STATUS]
     return check_linearizability(
         ops,
-        get_model(inp.model, initial=inp.initial),
+        get_model(inp.model, initial=inp.initial, semantics=inp.semantics),
         timeout_s=inp.timeout_s,
         max_states=inp.max_states,
         max_memory_bytes=inp.max_memory_bytes,

@@ -87,7 +87,8 @@ def check_safe(name: str, check: Callable[..., Verdict], *args: Any, **kwargs: A
             valid=UNKNOWN,
             summary=f"{name} could not decide: {type(exc).__name__}: {exc}",
             counterexample=None,
-            stats={"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()},
+            stats={"error": f"{type(exc).__name__}: {exc}", "error_type": type(exc).__name__,
+                   "traceback": traceback.format_exc()},
         )
     if not isinstance(verdict, Verdict):
         return Verdict(
