@@ -17,6 +17,8 @@ A suite file is TOML::
                                        # list of values, or "none"; "all": each of its choices alone
     core = {scouting = false}          # any option of the DB by its name: the same value in every run
     expect = "valid"                   # or "invalid": a known bug the checkers must catch
+    target = 0.8                       # the share of its runs that must meet the expectation (optional;
+                                       # also in [suite]): the entry table flags an entry below it
 
 Axes and option values come from the DB plugin's declared options (``harness.db.plugin``): a matrix key
 that is an option's name sets it; the option's name with an ``s`` is an axis of values to cross; an axis
@@ -60,13 +62,14 @@ from xml.etree import ElementTree
 from checkers.verdict import UNKNOWN, Valid
 from harness.analysis.dataset import SUITES_DIR
 from harness.analysis.discovery import SUITE_JSON, RunSelection, StoredRun
+from harness.analysis.rates import Rate, check_target
 from harness.db.plugin import DBPlugin, Option, PluginError, load_plugin
 from harness.report.publish import write_suite_page_safely
 from harness.store import RESULTS, TIMESTAMP_FORMAT, StoreError, read_json, stamped_directory, write_json
 
 EXPECTATIONS = ("valid", "invalid")
 ALL = "all"
-SUITE_KEYS = ("name", "description", "store", "seeds", "repetitions", "key_timeout")
+SUITE_KEYS = ("name", "description", "store", "seeds", "repetitions", "key_timeout", "target")
 RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "db": str,
     "time_limit": (int, float),
@@ -85,7 +88,7 @@ RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
 PLATFORM_SIM = "sim"
 RUN_CHECK_TIMEOUT = 10.0
 """Seconds each container run's own linearizability check may take inside a suite (Spark judges)."""
-MATRIX_KEYS = ("workloads", "nemeses", "seeds", "repetitions", "expect", "name")
+MATRIX_KEYS = ("workloads", "nemeses", "seeds", "repetitions", "expect", "name", "target")
 DEFAULT_TIME_LIMIT = 60.0
 JUNIT = "junit.xml"
 SUMMARY = "summary.json"
@@ -115,6 +118,8 @@ class Case:
     options: Mapping[str, Any] = field(default_factory=dict)
     expect: str = "valid"
     group: str = ""
+    target: float | None = None
+    """The share of the entry's runs that must meet ``expect`` (``harness.analysis.rates``), if set."""
 
     @property
     def name(self) -> str:
@@ -347,6 +352,10 @@ def parse_suite(
     defaults = {key: _option(path, "[suite]", key, head[key]) for key in RUN_OPTIONS if key in head}
     suite_seeds = _seeds(path, "[suite]", head.get("seeds", 1), rng)
     suite_repetitions = _repetitions(path, "[suite]", head.get("repetitions", 1))
+    try:
+        suite_target = check_target(head["target"]) if "target" in head else None
+    except ValueError as exc:
+        raise SuiteError(f"{path}: [suite]: {exc}") from None
 
     matrix = data.get("matrix")
     if not isinstance(matrix, list) or not matrix:
@@ -380,6 +389,10 @@ def parse_suite(
             raise SuiteError(
                 f"{_where(path, table)}: expect must be one of {', '.join(EXPECTATIONS)}, not {expect!r}"
             )
+        try:
+            target = check_target(entry["target"]) if "target" in entry else suite_target
+        except ValueError as exc:
+            raise SuiteError(f"{_where(path, table)}: {exc}") from None
         group = entry.get("name", name)
         if not isinstance(group, str) or not group:
             raise SuiteError(f"{_where(path, table)}: name must be a non-empty string, not {group!r}")
@@ -412,6 +425,7 @@ def parse_suite(
                             options=dict(options),
                             expect=expect,
                             group=group,
+                            target=target,
                         )
                     )
     if not cases:
@@ -778,7 +792,9 @@ class SuiteResult:
 
         Each row has the entry's ``entry`` name, ``label`` (``raft bug-vote-twice``), ``workload``,
         ``nemesis`` and ``expect``; ``runs``; ``met``, the runs that met the expectation (a known bug
-        caught, a control valid); and ``valid``, ``invalid``, ``unknown`` (a crashed run is unknown).
+        caught, a control valid); ``valid``, ``invalid``, ``unknown`` (a crashed run is unknown); and
+        ``rate``: ``met``/``runs`` with its 95% interval, the entry's ``target`` and whether it is
+        ``below_target`` (``harness.analysis.rates.Rate``).
         """
         rows: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
         for outcome in self.outcomes:
@@ -787,11 +803,14 @@ class SuiteResult:
             row = rows.setdefault(
                 (case.group, case.label, case.workload, nemesis, case.expect),
                 {"entry": case.group, "label": case.label, "workload": case.workload, "nemesis": nemesis,
-                 "expect": case.expect, "runs": 0, "met": 0, "valid": 0, "invalid": 0, "unknown": 0},
+                 "expect": case.expect, "runs": 0, "met": 0, "valid": 0, "invalid": 0, "unknown": 0,
+                 "target": case.target},
             )
             row["runs"] += 1
             row["met"] += outcome.status == "passed"
             row["valid" if outcome.valid is True else "invalid" if outcome.valid is False else "unknown"] += 1
+        for row in rows.values():
+            row["rate"] = Rate(row["met"], row["runs"], row["target"]).to_json()
         return list(rows.values())
 
 
@@ -822,6 +841,7 @@ def _case_json(case: Case) -> dict[str, Any]:
         "time_limit": case.time_limit,
         "options": dict(case.options),
         "expect": case.expect,
+        "target": case.target,
     }
 
 

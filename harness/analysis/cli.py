@@ -35,6 +35,7 @@ from checkers.verdict import UNKNOWN, Valid
 from harness.analysis.discovery import DiscoveryError, find_runs
 from harness.analysis.pipeline import DEFAULT_KEY_TIMEOUT_S, Analysis, AnalysisOptions, analyze
 from harness.analysis.progress import ConsoleProgress, Progress, SilentProgress
+from harness.analysis.rates import Rate
 from harness.analysis.spark import SparkUnavailable, preflight, resolve_master, spark_session
 from harness.analysis.storage import (
     HadoopStorage,
@@ -318,12 +319,15 @@ def print_suite(result: Any, console: Console) -> None:
         )
     console.print(table)
     entries = Table(title="by entry: known bugs caught, controls valid", show_edge=False, pad_edge=False)
-    for column in ("entry", "runs of", "workload", "nemesis", "expect", "as expected", "invalid", "unknown"):
-        entries.add_column(column, justify="right" if column in ("as expected", "invalid", "unknown") else "left")
+    for column in ("entry", "runs of", "workload", "nemesis", "expect", "as expected (95% interval)", "invalid",
+                   "unknown"):
+        entries.add_column(column, justify="left" if column in ("entry", "runs of", "workload", "nemesis", "expect")
+                           else "right")
     for row in result.entries():
-        style = "green" if row["met"] == row["runs"] else "bold red"
+        rate = Rate(row["met"], row["runs"], row["target"])
+        style = "bold red" if rate.below_target else "green" if row["met"] == row["runs"] else "yellow"
         entries.add_row(row["entry"] or "-", row["label"], row["workload"], row["nemesis"], row["expect"],
-                        Text(f"{row['met']}/{row['runs']}", style=style), str(row["invalid"]), str(row["unknown"]))
+                        Text(rate.describe(), style=style), str(row["invalid"]), str(row["unknown"]))
     console.print(entries)
 
 

@@ -48,6 +48,7 @@ RUNS: dict[str, str] = {
     "path": "string",  # the run directory, absolute
     "suite": "string",  # suite name, when the run belongs to one
     "night": "string",  # YYYY-MM-DD: the suite's start date (UTC) or the run's own
+    "target": "double",  # the share of its suite entry's runs that must meet their expectation, if set
     "started": "string",  # ISO 8601 UTC, from the run directory's name
     "seed": "long",
     "mode": "string",

@@ -51,6 +51,8 @@ class StoredRun:
     run: str
     suite: str | None = None
     night: str | None = None
+    target: float | None = None
+    """The share of its suite entry's runs that must meet their expectation (the suite file's ``target``)."""
 
     @property
     def store(self) -> PurePath:
@@ -143,8 +145,12 @@ def _suite_runs(storage: Storage, directory: PurePath) -> list[StoredRun]:
         if not relative:
             continue  # a run that crashed before the store made its directory
         path = _normal(storage, store / relative)
+        target = entry.get("target") if isinstance(entry, dict) else None
+        if isinstance(target, bool) or not isinstance(target, int | float):
+            target = None
         if _is_run(storage, path):
-            runs.append(replace(_run_at(path), suite=name, night=night))
+            runs.append(replace(_run_at(path), suite=name, night=night,
+                                target=None if target is None else float(target)))
     return runs
 
 
@@ -160,23 +166,29 @@ def _walk(storage: Storage, root: PurePath) -> Iterable[StoredRun]:
             yield from _walk(storage, root / name)
 
 
-def suite_memberships(store: PurePath, storage: Storage | None = None) -> dict[PurePath, tuple[str, str | None]]:
-    """Run directory -> (suite name, night), from every ``suite.json`` under ``store/suites``."""
-    storage = storage or LocalStorage()
-    found: dict[PurePath, tuple[str, str | None]] = {}
+def _suite_directories(store: PurePath, storage: Storage) -> Iterable[PurePath]:
+    """Every suite directory under ``store/suites`` (``<suite>/<YYYYMMDDTHHMMSS>/`` holding ``suite.json``)."""
     suites = store / SUITES_DIR
     for name, is_dir in storage.list_dir(suites):
         if not is_dir:
             continue
         for started, is_suite_dir in storage.list_dir(suites / name):
             directory = suites / name / started
-            if not is_suite_dir or not _is_suite(storage, directory):
-                continue
-            try:
-                for run in _suite_runs(storage, directory):
-                    found[run.path] = (run.suite or "", run.night)
-            except DiscoveryError:
-                continue  # one damaged suite record does not hide the others' runs
+            if is_suite_dir and _is_suite(storage, directory):
+                yield directory
+
+
+def suite_memberships(store: PurePath, storage: Storage | None = None) -> dict[PurePath, StoredRun]:
+    """Run directory -> the run as its suite names it (suite name, night, target), from every
+    ``suite.json`` under ``store/suites``."""
+    storage = storage or LocalStorage()
+    found: dict[PurePath, StoredRun] = {}
+    for directory in _suite_directories(store, storage):
+        try:
+            for run in _suite_runs(storage, directory):
+                found[run.path] = run
+        except DiscoveryError:
+            continue  # one damaged suite record does not hide the others' runs
     return found
 
 
@@ -261,8 +273,8 @@ def find_runs(
     runs_out = []
     for run in found.values():
         if run.suite is None and run.path in memberships:
-            suite, night = memberships[run.path]
-            run = replace(run, suite=suite, night=night)
+            member = memberships[run.path]
+            run = replace(run, suite=member.suite or "", night=member.night, target=member.target)
         runs_out.append(run)
     return RunSelection(
         store=root, runs=tuple(sorted(runs_out, key=lambda r: (r.test, r.run))), storage=storage

@@ -353,6 +353,7 @@ def read_run_files(
     path: str,
     suite: str | None = None,
     night: str | None = None,
+    target: float | None = None,
     timeout_s: float | None = None,
     max_states: int | None = None,
     tables: bool = True,
@@ -414,6 +415,7 @@ def read_run_files(
         "path": path,
         "suite": suite,
         "night": night,
+        "target": target,
         "seed": _long(seed),
         "mode": params.mode,
         "workload": params.workload,
@@ -512,6 +514,7 @@ def read_run(
     *,
     suite: str | None = None,
     night: str | None = None,
+    target: float | None = None,
     timeout_s: float | None = None,
     max_states: int | None = None,
 ) -> RunRecords:
@@ -525,13 +528,14 @@ def read_run(
         except FileNotFoundError:
             continue
     return read_run_files(
-        files, test, run, path=str(run_dir), suite=suite, night=night, timeout_s=timeout_s,
+        files, test, run, path=str(run_dir), suite=suite, night=night, target=target, timeout_s=timeout_s,
         max_states=max_states,
     )  # fmt: skip
 
 
 def crashed_run(
-    path: str, test: str, run: str, exc: Exception, *, suite: str | None = None, night: str | None = None
+    path: str, test: str, run: str, exc: Exception, *, suite: str | None = None, night: str | None = None,
+    target: float | None = None,
 ) -> RunRecords:
     """The rows of a run whose analysis raised: unknown, with the error, and nothing else."""
     reason = f"the analysis crashed on this run: {type(exc).__name__}: {exc}"
@@ -543,6 +547,7 @@ def crashed_run(
         "path": path,
         "suite": suite,
         "night": night,
+        "target": target,
         "input_errors_json": _json([error.to_json()]),
         **run_stats(None),
     }
@@ -616,14 +621,15 @@ def ingest_task(
             test, run = _run_of(directory)
             known = runs.get((test, run), {})
             path, suite, night = known.get("path", directory), known.get("suite"), known.get("night")
+            target = known.get("target")
             with no_cyclic_gc():
                 try:
                     records = read_run_files(
-                        files, test, run, path=path, suite=suite, night=night, timeout_s=timeout_s,
+                        files, test, run, path=path, suite=suite, night=night, target=target, timeout_s=timeout_s,
                         max_states=max_states, tables=tables, split_from_bytes=split_from_bytes,
                     )  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - one run the analysis cannot handle stays one run
-                    records = crashed_run(path, test, run, exc, suite=suite, night=night)
+                    records = crashed_run(path, test, run, exc, suite=suite, night=night, target=target)
                 del files
                 # One row per batch: several big payloads in one batch could outgrow Arrow's 2 GiB a column.
                 out = [pa.RecordBatch.from_pylist([row], schema=schema) for row in output_rows(records, test, run)]

@@ -237,7 +237,8 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
 
     files = {run.key: run_files(storage, run) for run in runs}
     known = {
-        run.key: {"path": storage.display(run.path), "suite": run.suite, "night": run.night_or_date()}
+        run.key: {"path": storage.display(run.path), "suite": run.suite, "night": run.night_or_date(),
+                  "target": run.target}
         for run in runs
     }
     slices = ingest_slices(len(runs), spark.sparkContext.defaultParallelism)

@@ -5,6 +5,12 @@ throughput of its runs (ok operations per second), the 99th percentile latency o
 operations, and for every checker that is failing now, the first night of its current failing streak
 (the nights before it, back to the last night the group ran without that checker failing).
 
+Each row also has its rate night over night (``rates``): per night, how many runs met the group's
+expectation — a group with bugs is a known (bug, mode) pair whose runs must be caught (invalid), a group
+without is a control whose runs must be valid — with a 95% interval (``harness.analysis.rates``). Where a
+suite file set a ``target`` for the group's runs, the row is flagged ``below_target`` when its last night's
+rate is under it: the drop a nightly must not hide.
+
 A night is the date (UTC) its suite started, or the run's own date for a run outside a suite.
 
 :func:`summarize` computes it with Spark from ``store/dataset``; :func:`write_summary` writes it as
@@ -25,6 +31,7 @@ from rich.table import Table
 from checkers.history import NEMESIS
 from checkers.leader import STATUS
 from harness.analysis.dataset import SUMMARY_FILE, read_table
+from harness.analysis.rates import Rate
 from harness.analysis.storage import LocalStorage, Storage, json_document
 
 if TYPE_CHECKING:
@@ -53,6 +60,11 @@ class GroupSummary:
     first_night: str | None
     last_night: str | None
     failing_since: dict[str, str] = field(default_factory=dict)
+    rates: tuple[dict[str, Any], ...] = ()
+    """Per night, oldest first: ``{"night", **Rate.to_json()}`` (runs that met the group's expectation)."""
+    target: float | None = None
+    below_target: bool = False
+    """Whether the last night's rate is under ``target``."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,21 @@ def failing_since(nights: Sequence[str], failed: Mapping[str, set[str]]) -> dict
             first = night
         since[checker] = first
     return dict(sorted(since.items()))
+
+
+def expectation(bugs: str | None) -> str:
+    """What a group's runs must be: ``"invalid"`` for a known bug (caught), ``"valid"`` for a control."""
+    return "valid" if bugs in (None, "", "none") else "invalid"
+
+
+def night_rates(
+    nights: Iterable[tuple[str, int, int]], target: float | None
+) -> tuple[tuple[dict[str, Any], ...], bool]:
+    """``(night, runs, met)`` per night as :class:`~harness.analysis.rates.Rate` entries, oldest first,
+    and whether the last night's rate is under ``target``."""
+    rates = [(night, Rate(met, runs, target)) for night, runs, met in sorted(nights)]
+    below = bool(rates) and rates[-1][1].below_target
+    return tuple({"night": night, **rate.to_json()} for night, rate in rates), below
 
 
 def _key(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -148,6 +175,23 @@ def summarize(spark: SparkSession, store: PurePath, storage: Storage | None = No
             .collect()
         ):
             failed.setdefault(_key(row), {}).setdefault(row["checker"], set()).add(row["night"])
+    per_night: dict[tuple[Any, ...], list[tuple[str, int, int]]] = {}
+    for row in (
+        runs.groupBy(*GROUP, "night")
+        .agg(
+            F.count("*").alias("runs"),
+            F.sum(F.when(F.col("valid") == "true", 1).otherwise(0)).alias("valid"),
+            F.sum(F.when(F.col("valid") == "false", 1).otherwise(0)).alias("invalid"),
+        )
+        .collect()
+    ):
+        met = row["valid"] if expectation(row["bugs"]) == "valid" else row["invalid"]
+        per_night.setdefault(_key(row), []).append((row["night"], row["runs"], met))
+    targets = {
+        _key(row): row["target"]
+        for row in runs.where(F.col("target").isNotNull()).groupBy(*GROUP).agg(F.max("target").alias("target"))
+        .collect()
+    }
     groups = []
     for row in sorted(counts, key=lambda r: tuple(str(v) for v in _key(r))):
         key = _key(row)
@@ -166,6 +210,9 @@ def summarize(spark: SparkSession, store: PurePath, storage: Storage | None = No
                 first_night=row["first_night"],
                 last_night=row["last_night"],
                 failing_since=failing_since(sorted(nights.get(key, ())), failed.get(key, {})),
+                rates=(rates := night_rates(per_night.get(key, ()), targets.get(key)))[0],
+                target=targets.get(key),
+                below_target=rates[1],
             )
         )
     generated = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -185,7 +232,8 @@ def _number(value: float | None, digits: int = 1) -> str:
 
 
 def render_summary(summary: Summary | Iterable[GroupSummary], console: Console) -> None:
-    """Print the view as a table: red where runs were invalid, yellow where only unknown."""
+    """Print the view as a table: bold red where the last night's rate is below its target, red where runs
+    were invalid, yellow where only unknown."""
     groups = summary.groups if isinstance(summary, Summary) else tuple(summary)
     table = Table(title="runs by workload x nemesis x mode x bugs", show_lines=False)
     for column, justify in (
@@ -199,11 +247,12 @@ def render_summary(summary: Summary | Iterable[GroupSummary], console: Console) 
         ("median ops/s", "right"),
         ("p99 latency ms", "right"),
         ("nights", "left"),
+        ("met by night (95% interval)", "left"),
         ("failing since", "left"),
     ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for group in groups:
-        style = "red" if group.invalid else "yellow" if group.unknown else None
+        style = "bold red" if group.below_target else "red" if group.invalid else "yellow" if group.unknown else None
         failing = ", ".join(f"{checker} {night}" for checker, night in group.failing_since.items()) or "-"
         nights = (
             group.first_night
@@ -221,7 +270,22 @@ def render_summary(summary: Summary | Iterable[GroupSummary], console: Console) 
             _number(group.median_ops_per_s),
             _number(group.p99_latency_ms, 2),
             str(nights),
+            _rates_cell(group),
             failing,
             style=style,
         )
     console.print(table)
+
+
+RATES_SHOWN = 3
+"""Nights a summary table row shows the rate of (the latest); summary.json keeps every night."""
+
+
+def _rates_cell(group: GroupSummary) -> str:
+    """``11-26 8/10 (49-94%); 11-27 5/10 (24-76%), below target 80%``: the latest nights."""
+    parts = []
+    for entry in group.rates[-RATES_SHOWN:]:
+        rate = Rate(entry["met"], entry["runs"], entry["target"])
+        night = str(entry["night"])
+        parts.append(f"{night[5:] if len(night) == 10 else night} {rate.describe()}")
+    return "; ".join(parts) or "-"

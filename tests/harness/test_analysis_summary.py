@@ -3,6 +3,8 @@
 Four nights of synthetic runs in two groups: raft/partition, valid on the first night and losing writes
 from the second night on; blazingmq/kill, always valid. The summary must count them, take the median of
 their throughputs and the p99 of their latencies, and say durability has been failing since night two.
+Each night's runs belong to a suite whose file set a target of 1.0 for both (controls must be valid):
+raft/partition's rate night over night drops below it after the first night, and is flagged.
 """
 
 from __future__ import annotations
@@ -26,12 +28,23 @@ pytestmark = pytest.mark.spark
 NIGHTS = ["20261118", "20261119", "20261120", "20261121"]
 
 
+def _suite_record(store: Path, night: str, runs: list[str]) -> None:
+    """The ``suite.json`` a nightly suite started that night would leave, its entries' target 1.0."""
+    suite = store / "suites" / "nightly" / f"{night}T010000"
+    suite.mkdir(parents=True)
+    (suite / "suite.json").write_text(json.dumps({
+        "name": "nightly", "started": f"{night}T010000",
+        "runs": [{"path": path, "expect": "valid", "target": 1.0} for path in runs],
+    }), encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def store(spark, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: ANN001
     root = tmp_path_factory.mktemp("nights")
     for number, night in enumerate(NIGHTS):
         write_run(root, "raft-partition", f"{night}T020000", seed=10 + number, ops=150, lost_write=number > 0)
         write_run(root, "bmq-kill", f"{night}T030000", seed=20 + number, ops=150, mode="blazingmq", nemesis="kill")
+        _suite_record(root, night, [f"raft-partition/{night}T020000", f"bmq-kill/{night}T030000"])
     analyze(spark, find_runs([root]))
     return root
 
@@ -47,6 +60,25 @@ def test_summary_counts_each_group_and_says_since_when_a_checker_fails(spark, st
     assert broken.failing_since["durability"] == "2026-11-19"
     assert fine.failing_since == {}
     assert (broken.first_night, broken.last_night) == ("2026-11-18", "2026-11-21")
+
+
+def test_summary_rates_night_over_night_flag_the_group_below_its_target(spark, store: Path) -> None:  # noqa: ANN001
+    summary = summarize(spark, store)
+    groups = {(g.mode, g.nemesis): g for g in summary.groups}
+    broken, fine = groups[("raft", "partition")], groups[("blazingmq", "kill")]
+    assert [(r["night"], r["met"], r["runs"]) for r in broken.rates] == [
+        ("2026-11-18", 1, 1), ("2026-11-19", 0, 1), ("2026-11-20", 0, 1), ("2026-11-21", 0, 1)]
+    assert broken.target == 1.0 and broken.below_target
+    assert fine.target == 1.0 and not fine.below_target and all(r["met"] == 1 for r in fine.rates)
+    from io import StringIO
+
+    from rich.console import Console
+
+    from harness.analysis.summary import render_summary
+
+    out = StringIO()
+    render_summary(summary, Console(file=out, width=400))
+    assert "11-21 0/1 (0-79%), below target 100%" in out.getvalue()
 
 
 def test_summary_throughput_and_latency_match_the_histories(spark, store: Path) -> None:  # noqa: ANN001
@@ -101,6 +133,8 @@ def test_the_summary_of_shards_merged_equals_the_summary_of_one_store(spark, sto
         write_run(shards[0], "raft-partition", f"{night}T020000", seed=10 + number, ops=150, lost_write=number > 0)
         write_run(shards[1], "bmq-kill", f"{night}T030000", seed=20 + number, ops=150, mode="blazingmq",
                   nemesis="kill")
+        _suite_record(shards[0], night, [f"raft-partition/{night}T020000"])  # each shard's suite --shard K/N
+        _suite_record(shards[1], night, [f"bmq-kill/{night}T030000"])
     merged = tmp_path / "merged"
     merged.mkdir()
     code = analysis_main(["analyze", *map(str, shards), "--store", str(merged), "--summary", "--quiet"])

@@ -39,6 +39,7 @@ from harness.suite import (
     parse_suite,
     run_suite,
     select_cases,
+    suite_record,
 )
 
 pytest_plugins = ("tests.harness.spark_fixtures",)
@@ -331,8 +332,52 @@ def test_entries_count_per_entry_and_label_how_many_runs_met_the_expectation() -
     print_suite(result, Console(file=out, width=400))
     lines = out.getvalue().splitlines()
     cells = [[cell.strip() for cell in line.split("│")] for line in lines]
-    assert ["t", "raft bug-stale-read", "register", "partition", "invalid", "1/3", "1", "1"] in cells
-    assert ["t", "raft", "register", "partition", "valid", "2/3", "0", "1"] in cells
+    assert ["t", "raft bug-stale-read", "register", "partition", "invalid", "1/3 (6-79%)", "1", "1"] in cells
+    assert ["t", "raft", "register", "partition", "valid", "2/3 (21-94%)", "0", "1"] in cells
+
+
+def test_a_target_is_read_per_entry_and_flags_an_entry_below_it() -> None:
+    """``target`` in [suite] is every entry's; a [[matrix]] table's overrides it; each row's rate carries
+    its 95% interval and says when the share of runs that met the expectation is below the target."""
+    suite = parse(
+        """
+        [suite]
+        target = 0.9
+
+        [[matrix]]
+        modes = ["raft"]
+        bugs = ["stale-read"]
+        workloads = ["register"]
+        nemeses = ["partition"]
+        seeds = [1, 2, 3, 4, 5]
+        expect = "invalid"
+        target = 0.8
+
+        [[matrix]]
+        modes = ["raft"]
+        workloads = ["register"]
+        nemeses = ["partition"]
+        seeds = [1, 2]
+        """
+    )
+    assert sorted({c.target for c in suite.cases}) == [0.8, 0.9]
+    bug = [c for c in suite.cases if c.expect == "invalid"]
+    control = [c for c in suite.cases if c.expect == "valid"]
+    result = SuiteResult(Path("/s"), [*(outcome(c, False) for c in bug[:4]), outcome(bug[4], True),
+                                      *(outcome(c, True) for c in control)])
+    rows = {row["expect"]: row for row in result.entries()}
+    assert rows["invalid"]["rate"] == {"met": 4, "runs": 5, "low": 0.3755, "high": 0.9638, "target": 0.8,
+                                       "below_target": False}
+    assert rows["valid"]["rate"]["target"] == 0.9 and not rows["valid"]["rate"]["below_target"]
+    missed = SuiteResult(Path("/s"), [*(outcome(c, False) for c in bug[:3]), *(outcome(c, True) for c in bug[3:])])
+    (row,) = missed.entries()
+    assert row["rate"]["below_target"] and (row["met"], row["runs"]) == (3, 5)
+    assert suite_record(suite, STARTED, Path("/s"), [None] * len(suite.cases))["runs"][0]["target"] == 0.8
+    for bad in ("0", "1.5", '"high"', "true"):
+        with pytest.raises(SuiteError, match=r"\[\[matrix\]\] #1.*target must be a share of runs in \(0, 1\]"):
+            parse(f"[[matrix]]\nworkloads = ['register']\ntarget = {bad}")
+    with pytest.raises(SuiteError, match=r"\[suite\]: target must be a share"):
+        parse("[suite]\ntarget = 2\n[[matrix]]\nworkloads = ['register']")
 
 
 def test_a_run_that_crashed_or_left_nothing_is_unknown() -> None:
