@@ -1,7 +1,7 @@
 """A fast, streaming reader for the EDN that Jepsen and Knossos write, producing JSON values.
 
 :func:`read_edn` yields the operation-level forms of an EDN history file, one at a time, as the JSON
-values :func:`checkers.jepsen.to_json` makes of ``edn_format``'s (keywords become their names, vectors,
+values :func:`to_json` makes of ``edn_format``'s (keywords become their names, vectors,
 lists and sets lists, sets sorted, map keys their names or JSON text). Two layouts are recognised from
 the first form: a single vector (or list) of operations (Knossos' ``data/`` files; the operations are
 its elements), or one operation per top-level form (Jepsen's ``history.edn``, one map per line).
@@ -28,13 +28,14 @@ import codecs
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, BinaryIO
 
 import edn_format
 
-from checkers.history import HistoryError, LoadTimeout
+from checkers.source import HistoryError, LoadTimeout
 
 PIECE = 1 << 18
 """Bytes read at once: the whole lines they hold are taken together (a longer line in pieces)."""
@@ -99,6 +100,47 @@ _FIXED: dict[str, Any] = {"nil": None, "true": True, "false": False, "": _END}
 _FIXED.update(dict.fromkeys(_OPEN, _OPEN_MARK))
 _FIXED.update(dict.fromkeys(_CLOSE, _CLOSE_MARK))
 _CACHE_SIZE = 1 << 14
+
+
+# Jepsen's record literals (``#jepsen.history.Op{...}``) are read by ``edn_format`` as the maps they hold.
+_RECORD_TAGS = ("jepsen.history.Op", "knossos.op.Op", "jepsen.history.Op.Op")
+
+
+def _record(value: Any) -> Any:
+    return value
+
+
+for _tag in _RECORD_TAGS:
+    edn_format.add_tag(_tag, _record)
+
+
+def to_json(value: Any) -> Any:
+    """An EDN (or JSON) value as a JSON value: keywords and symbols their names, vectors and lists lists,
+    sets sorted lists, maps objects (keys as names or JSON text), decimals floats, other scalars (ratios,
+    UUIDs, instants) their text."""
+    if value is None or value.__class__ in (int, str, float, bool):
+        return value
+    if isinstance(value, edn_format.Keyword | edn_format.Symbol):
+        return value.name
+    if isinstance(value, Mapping):
+        return {_map_key(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, frozenset | set):
+        items = [to_json(v) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    if _is_vector(value):
+        return [to_json(v) for v in value]
+    if isinstance(value, Decimal):
+        return float(value)
+    return str(value)
+
+
+def _is_vector(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _map_key(key: Any) -> str:
+    converted = to_json(key)
+    return converted if isinstance(converted, str) else json.dumps(converted, sort_keys=True)
 
 
 class _Unsupported(Exception):
@@ -372,8 +414,6 @@ class _Reader:
         return None
 
     def finish_raw(self) -> None:
-        from checkers.jepsen import to_json
-
         raw = self.raw
         assert raw is not None
         self.raw = None

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import gc
 import os
-import stat
 import time as _time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -43,9 +42,10 @@ from typing import Any
 
 import msgspec
 
+from checkers.source import NEMESIS, HistoryError, LoadTimeout, open_history
+
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 COMPLETION_TYPES = ("ok", "fail", "info")
-NEMESIS = "nemesis"
 # Operations whose completion value is what they observed, never what they asked for.
 READ_LIKE = frozenset({"read", "get", "consume", "dequeue", "status", "poll"})
 REQUIRED_EVENT_FIELDS = ("index", "time", "process", "type", "f")
@@ -58,28 +58,6 @@ JOURNAL_EVENT_FIELDS = {"role": ("role", "term", "leader"), "apply": ("lsn", "ke
 FORMATS = ("auto", "jsonl", "edn", "jepsen-json")
 _DEADLINE_EVERY = 1 << 12  # lines between two looks at the clock while loading
 _TYPES = {kind: kind for kind in EVENT_TYPES}
-
-
-class HistoryError(ValueError):
-    """Malformed history or journal input: names the file, the line (1-based) and the reason."""
-
-    def __init__(self, source: str, line: int | None, reason: str) -> None:
-        self.source = source
-        self.line = line
-        self.reason = reason
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {reason}")
-
-
-class LoadTimeout(Exception):
-    """The time budget ran out while reading input: names the file and how far it got."""
-
-    def __init__(self, source: str, line: int, budget_s: float | None = None) -> None:
-        self.source = source
-        self.line = line
-        self.budget_s = budget_s
-        budget = f" of {budget_s:g} s" if budget_s is not None else ""
-        super().__init__(f"the time budget{budget} ran out while reading {source} (at line {line:,})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,22 +549,6 @@ def parse_history(
 ) -> History:
     """Validate history lines (our JSONL) and pair them into operations."""
     return build_history(lines, source, keep_events=keep_events, decoded=False)
-
-
-def open_history(path: Path) -> Any:
-    """``path`` opened for reading bytes (its lines end in ``\n``, which the JSON decoder skips). A device
-    (``/dev/zero``: one endless line that no deadline could interrupt) is refused; a pipe is read."""
-    try:
-        handle = path.open("rb", buffering=1 << 20)
-    except FileNotFoundError:
-        raise HistoryError(str(path), None, "no such file") from None
-    except IsADirectoryError:
-        raise HistoryError(str(path), None, "is a directory, not a history file") from None
-    mode = os.fstat(handle.fileno()).st_mode
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        handle.close()
-        raise HistoryError(str(path), None, "is a device, not a history file")
-    return handle
 
 
 def format_of(path: str | os.PathLike[str], format: str = "auto") -> str:

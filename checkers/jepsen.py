@@ -30,8 +30,9 @@ The mapping, Jepsen field -> ours (FORMATS.md):
 other keys  kept on the invoke (``Operation.extra``), under the keyword's name
 ========== ==========================================================================================
 
-EDN values become JSON values: keywords and symbols their names, vectors and lists lists, sets sorted
-lists, maps objects (keys as names or text), other scalars (ratios, UUIDs, instants) their text.
+EDN values become JSON values (:func:`checkers.edn.to_json`, importable from here too): keywords and
+symbols their names, vectors and lists lists, sets sorted lists, maps objects (keys as names or text), other
+scalars (ratios, UUIDs, instants) their text.
 """
 
 from __future__ import annotations
@@ -40,59 +41,21 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import edn_format
 import msgspec
 
-from checkers.edn import read_edn
-from checkers.history import NEMESIS, HistoryError, LoadTimeout, open_history
+from checkers.edn import read_edn, to_json
+from checkers.source import NEMESIS, HistoryError, LoadTimeout, open_history
 
 INDEPENDENT_CHOICES = ("auto", "yes", "no")
 _STANDARD = ("index", "time", "process", "type", "f", "value", "error", "node")
-_RECORD_TAGS = ("jepsen.history.Op", "knossos.op.Op", "jepsen.history.Op.Op")
-
-
-def _record(value: Any) -> Any:
-    return value
-
-
-for _tag in _RECORD_TAGS:
-    edn_format.add_tag(_tag, _record)
-
-
-def to_json(value: Any) -> Any:
-    """An EDN (or JSON) value as a JSON value (module docstring)."""
-    if value is None or value.__class__ in (int, str, float, bool):
-        return value
-    if isinstance(value, edn_format.Keyword | edn_format.Symbol):
-        return value.name
-    if isinstance(value, Mapping):
-        return {_map_key(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, frozenset | set):
-        items = [to_json(v) for v in value]
-        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
-    if _is_vector(value):
-        return [to_json(v) for v in value]
-    if isinstance(value, Decimal):
-        return float(value)
-    return str(value)
-
-
-def _is_vector(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
 
 
 def _short(value: Any) -> str:
     text = json.dumps(to_json(value), sort_keys=True)
     return text if len(text) <= 120 else text[:117] + "..."
-
-
-def _map_key(key: Any) -> str:
-    converted = to_json(key)
-    return converted if isinstance(converted, str) else json.dumps(converted, sort_keys=True)
 
 
 _JSON_LINE_CHARS = 64 << 20  # a JSON export's line longer than this is refused

@@ -26,7 +26,6 @@ Exit codes: 0 nothing left to clean (or all cleaned), 1 something could not be c
 from __future__ import annotations
 
 import argparse
-import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +36,6 @@ from rich.console import Console
 from harness import lifecycle, store
 from harness.lifecycle import ALIVE, DEAD, ELSEWHERE, Controller
 from harness.subcommand import EXIT_BAD_CONFIG
-
-log = logging.getLogger(__name__)
 
 UNRECORDED = "unrecorded"
 """Made by a harness that did not record its controller: whether it lives cannot be told."""
@@ -118,23 +115,6 @@ def unfinished_runs(store_dir: Path) -> Iterable[tuple[Path, dict[str, Any]]]:
             continue
         if isinstance(document, dict) and "controller" in document and "end" not in document:
             yield test_json.parent.resolve(), document
-
-
-def leftover_warning(engine: Any) -> str | None:
-    """One line for ``harness run``'s start when runs whose controller died left containers here."""
-    from harness.platforms.docker import find_runs
-
-    try:
-        dead = [objects.run_id for objects in find_runs(engine)
-                if objects.controller is not None and objects.controller.state() == DEAD]
-    except Exception as exc:  # noqa: BLE001 - a warning must never stop a run
-        log.debug("could not look for leftovers: %s", exc)
-        return None
-    if not dead:
-        return None
-    shown = ", ".join(dead[:5]) + (f" and {len(dead) - 5} more" if len(dead) > 5 else "")
-    return (f"{len(dead)} run(s) whose controller died left containers on this Docker engine ({shown}): "
-            "run `harness clean` to remove them")
 
 
 # -- deciding --------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from harness.db import Deployment, Pause, Process, fault_targets, reply_ports
+from harness.db import Deployment, Pause, Process, fault_targets, has_capability, reply_ports
 from nemesis.driver import FaultDriver, ProcessActions
 from nemesis.faults import Outcome
 from nemesis.remote import Remote
@@ -39,7 +39,7 @@ class AdapterProcesses(ProcessActions):
 
     def _resume_if_running(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """SIGCONT a process that runs; one that is down has nothing to resume."""
-        if not isinstance(self.db, Process) or self.db.is_running(deployment, node, remote):
+        if not has_capability(self.db, Process) or self.db.is_running(deployment, node, remote):
             self.db.resume(deployment, node, remote)
 
     def _each(self, targets: Sequence[str], action: Callable[[Deployment, str, Remote], Any]) -> Outcome:
@@ -67,7 +67,8 @@ def real_fault_driver(
 ) -> FaultDriver:
     """The fault driver of a deployment on real hosts (module docstring). Its faults reach the DB's fault
     targets: the data nodes, and what the DB runs "killable and partitionable like a node"."""
-    processes = AdapterProcesses(db, deployment, remotes) if isinstance(db, Process | Pause) else None
+    acts = has_capability(db, Process) or has_capability(db, Pause)
+    processes = AdapterProcesses(db, deployment, remotes) if acts else None
     return FaultDriver(
         fault_targets(db, deployment.nodes),
         net=ShellNet(remotes, deployment.peer_hosts, reply_ports=reply_ports(db, deployment)),

@@ -13,8 +13,8 @@ Options (``harness dbs`` lists them; each also has the shortcut flag shown):
 The adapter itself is :class:`adapters.cluster.db.ClusterDB`; its workload client is
 :class:`adapters.cluster.client.ClusterWorkloadClient`; it runs in the deterministic simulator too
 (``ClusterDB.simulate``, :mod:`adapters.cluster.sim`). The plugin publishes its known bugs in ``extras``
-(``known_bugs``: each bug's modes, the checker that must catch it and the workload that can show it), for
-the simulator's detection matrix and the known-bugs suites.
+(``known_bugs``: each bug's modes, the checker that must catch it and the workload that can show it,
+:mod:`adapters.cluster.known_bugs`), for the simulator's detection matrix and the known-bugs suites.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from adapters.cluster.db import ClusterDB
+from adapters.cluster.known_bugs import KNOWN_BUGS_INFO
 from cluster.core.bugs import KNOWN_BUGS, validate_bugs
 from cluster.core.config import ASSIGNMENTS, MAX_SHARDS, check_settings
 from cluster.core.election import ELECTIONS
 from harness.db.plugin import DBContext, DBPlugin, Option
 
 DEFAULT_MODE = "blazingmq"
-CHECKER_OF_PROPERTY = {"committed-data durability": "durability"}
-"""``KnownBug.caught_by`` names the property; this maps it to the checker's name where the two differ."""
 
 OPTIONS = (
     Option("mode", "election algorithm of every node", default=DEFAULT_MODE, choices=tuple(ELECTIONS),
@@ -92,16 +91,6 @@ def detection_matrix(*args: Any, **options: Any) -> Any:
 
     return run(*args, **options)
 
-
-KNOWN_BUGS_INFO = {
-    name: {
-        "modes": list(bug.modes),
-        "checker": CHECKER_OF_PROPERTY.get(bug.caught_by, bug.caught_by),
-        "workload": bug.workload,
-        "description": bug.description,
-    }
-    for name, bug in sorted(KNOWN_BUGS.items())
-}
 
 plugin = DBPlugin(
     name="cluster",

@@ -29,10 +29,12 @@ outcomes into ok / fail (definite) / info (indefinite) and follows redirects; th
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from cluster.client import DEFAULT_TIMEOUT, Client, Result
+from cluster.client import CONNECTION_REFUSED, DEFAULT_TIMEOUT, Client, Result
+from harness.db import StatusError
 from workloads.ops import Op
 
 NOTHING_TO_CONFIRM = "nothing-to-confirm"
@@ -58,6 +60,19 @@ def completion_of(result: Result, f: str) -> dict[str, Any]:
     if result.group is not None:
         completion["group"] = result.group  # a storage shard's (docs/shards.md); absent: the single group
     return completion
+
+
+def status_of(result: Result) -> dict[str, Any]:
+    """A ``status`` request's result as ``harness.db.Status`` answers: the node's view, or
+    ``StatusError`` (definite when the request certainly got no answer: connection refused)."""
+    if result.type == "ok" and isinstance(result.value, Mapping):
+        return dict(result.value)
+    if result.type == "ok":
+        raise StatusError(f"status reply is not an object: {result.value!r}", definite=True)
+    reason = result.error if not result.message else f"{result.error}: {result.message}"
+    if result.error == CONNECTION_REFUSED:
+        reason = "connection refused"
+    raise StatusError(reason or "no status", definite=result.type == "fail")
 
 
 class ClusterWorkloadClient:

@@ -37,6 +37,10 @@ it is collected: data nodes and the SC under ``nodes/<id>/`` (the SC journals ``
 store members under ``external-store/<member>/`` (their ``role`` terms are the store's own and must not
 be mixed with the data group's). Teardown kills every process of the host and wipes data, logs, pid
 files and the installation.
+
+Which processes a deployment has, their hosts, ports and files are :mod:`adapters.cluster.processes`'s
+(``ClusterDB`` is a :class:`~adapters.cluster.processes.ClusterProcesses`), which the simulator shares; its
+path constants (:data:`LOG_FILE`, :data:`PID_FILE`, ...) are importable from here too.
 """
 
 from __future__ import annotations
@@ -47,84 +51,39 @@ import io
 import json
 import tarfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.cluster.client import ClusterWorkloadClient
-from cluster.client import CONNECTION_REFUSED, Client, Result
-from cluster.core.election.fluvio import CONTROLLER_ID
-from harness.db import Deployment, StatusError
+from adapters.cluster.client import ClusterWorkloadClient, status_of
+from adapters.cluster.processes import CONSOLE_FILE as CONSOLE_FILE
+from adapters.cluster.processes import (
+    CONTROLLER,
+    DATA_DIR,
+    LOG_DIR,
+    NODE,
+    PORT,
+    RUN_DIR,
+    STORE,
+    STORE_DATA_ROOT,
+    ClusterProcess,
+    ClusterProcesses,
+)
+from adapters.cluster.processes import JOURNAL_FILE as JOURNAL_FILE
+from adapters.cluster.processes import LOG_FILE as LOG_FILE
+from adapters.cluster.processes import PID_FILE as PID_FILE
+from adapters.cluster.processes import STORE_PORT as STORE_PORT
+from cluster.client import Client
+from harness.db import Deployment
 from harness.db.daemon import Daemon
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
     from nemesis.shell import FakeTime
 
-PORT = 7000
 INSTALL_DIR = "/opt/chaos"
-DATA_DIR = "/var/lib/chaos/data"
-LOG_DIR = "/var/log/chaos"
-LOG_FILE = f"{LOG_DIR}/node.log"
-CONSOLE_FILE = f"{LOG_DIR}/console.log"
-RUN_DIR = "/var/run/chaos"
-PID_FILE = f"{RUN_DIR}/node.pid"
 TARBALL = "/tmp/chaos-cluster.tar.gz"
-JOURNAL_FILE = f"{DATA_DIR}/journal.jsonl"
 LOG_TAIL_LINES = 20
 MODULE = "cluster.node"
-
-STORE_MODE = "lease"
-"""The election mode whose data nodes elect through an external store group."""
-STORE_MEMBERS = ("s1", "s2", "s3")
-"""The lease mode's store group: a ``raft`` cluster of three (as adapters/cluster/sim.py deploys it)."""
-STORE_PORT = 7100
-"""Store member ``sK`` listens on ``STORE_PORT + K - 1`` (distinct, so several can share a host)."""
-STORE_DATA_ROOT = "/var/lib/chaos/store"
-EXTERNAL_STORE = "external-store"
-"""Where a run keeps the store members' files: ``external-store/<member>/`` (harness/sim/run.py too)."""
-NODES_DIR = "nodes"
-
-NODE, CONTROLLER, STORE = "node", "controller", "store"
-
-
-@dataclass(frozen=True)
-class ClusterProcess:
-    """One process of a deployment: a data node, the fluvio controller or a lease store member.
-
-    ``host`` is the host it runs on (its Remote); ``collect_to`` the directory of the run its journal and
-    logs are copied to.
-    """
-
-    name: str
-    kind: str
-    host: str
-    port: int
-    data_dir: str
-    log_file: str
-    console_file: str
-    pid_file: str
-
-    @property
-    def journal_file(self) -> str:
-        return f"{self.data_dir}/journal.jsonl"
-
-    @property
-    def collect_to(self) -> str:
-        return f"{EXTERNAL_STORE if self.kind == STORE else NODES_DIR}/{self.name}"
-
-
-def status_of(result: Result) -> dict[str, Any]:
-    """A ``status`` request's result as ``harness.db.Status`` answers: the node's view, or
-    ``StatusError`` (definite when the request certainly got no answer: connection refused)."""
-    if result.type == "ok" and isinstance(result.value, Mapping):
-        return dict(result.value)
-    if result.type == "ok":
-        raise StatusError(f"status reply is not an object: {result.value!r}", definite=True)
-    reason = result.error if not result.message else f"{result.error}: {result.message}"
-    if result.error == CONNECTION_REFUSED:
-        reason = "connection refused"
-    raise StatusError(reason or "no status", definite=result.type == "fail")
 
 
 def core_option_args(core: Mapping[str, Any]) -> tuple[str, ...]:
@@ -175,7 +134,7 @@ def _cached_tarball(package_dir: Path) -> bytes:
     return tarball
 
 
-class ClusterDB:
+class ClusterDB(ClusterProcesses):
     """``cluster`` on one data node per host: DB + Process + Pause + Status + LogFiles + AuxiliaryProcesses
     (+ ClockSkew with libfaketime). ``mode`` and ``bugs`` pass through to every data node and the fluvio
     controller; ``core`` holds ``NodeConfig`` settings for them (``--core-option NAME=JSON``, checked by
@@ -186,6 +145,8 @@ class ClusterDB:
     ``sc``, ``s1``) and its *host's* Remote."""
 
     name = "cluster"
+    capabilities = ("Clients", "Simulation", "Process", "Pause", "Status", "LogFiles", "ClockSkew",
+                    "AuxiliaryProcesses", "ReplyPorts")
 
     def __init__(
         self,
@@ -202,7 +163,7 @@ class ClusterDB:
         package_dir: Path | None = None,
         python: str = "python3",
     ) -> None:
-        self.mode = mode
+        super().__init__(mode)
         self.bugs = tuple(bugs)
         self.core = dict(sorted((core or {}).items()))
         self.node_args = (*core_option_args(self.core), *node_args)
@@ -271,58 +232,6 @@ class ClusterDB:
         )
         if failures:
             raise RuntimeError(f"{node}: could not kill {'; '.join(failures)}")
-
-    # -- the processes of a deployment ----------------------------------------------------------------
-
-    def store_members(self) -> tuple[str, ...]:
-        """The lease mode's store group (:data:`STORE_MEMBERS`); none in other modes."""
-        return STORE_MEMBERS if self.mode == STORE_MODE else ()
-
-    def extra_hosts(self, nodes: Sequence[str]) -> tuple[str, ...]:
-        """Hosts beyond one per data node: the fluvio controller's own host ``sc``."""
-        return (CONTROLLER_ID,) if self.mode == "fluvio" else ()
-
-    def fault_targets(self, nodes: Sequence[str]) -> tuple[str, ...]:
-        """The processes the nemesis picks from: the data nodes and, in fluvio mode, the controller (issue
-        7: "killable and partitionable like a node"). Lease store members are not targets (module
-        docstring); partitions reach them through their hosts."""
-        return (*nodes, *self.extra_hosts(nodes))
-
-    def processes(self, deployment: Deployment) -> tuple[ClusterProcess, ...]:
-        """Every process of the deployment: data nodes, then the controller, then the store members."""
-        found = [self._node_process(node) for node in deployment.hosts]
-        nodes = deployment.nodes
-        for k, member in enumerate(self.store_members()):
-            found.append(ClusterProcess(
-                name=member, kind=STORE, host=nodes[k % len(nodes)], port=STORE_PORT + k,
-                data_dir=f"{STORE_DATA_ROOT}/{member}", log_file=f"{LOG_DIR}/{member}.log",
-                console_file=f"{LOG_DIR}/{member}.console.log", pid_file=f"{RUN_DIR}/{member}.pid",
-            ))
-        return tuple(found)
-
-    def reply_ports(self, deployment: Deployment) -> tuple[int, ...]:
-        """The store members' ports: lease nodes call them as clients, and each reply comes back on the
-        connection its request went out on (``harness.db.ReplyPorts``)."""
-        return tuple(p.port for p in self.processes(deployment) if p.kind == STORE)
-
-    @staticmethod
-    def _node_process(name: str) -> ClusterProcess:
-        kind = CONTROLLER if name == CONTROLLER_ID else NODE
-        return ClusterProcess(name=name, kind=kind, host=name, port=PORT, data_dir=DATA_DIR, log_file=LOG_FILE,
-                              console_file=CONSOLE_FILE, pid_file=PID_FILE)
-
-    def process(self, deployment: Deployment, name: str) -> ClusterProcess:
-        """The process called ``name``; ``KeyError`` naming the deployment's processes otherwise."""
-        for process in self.processes(deployment):
-            if process.name == name:
-                return process
-        names = ", ".join(p.name for p in self.processes(deployment))
-        raise KeyError(f"no process {name!r} in this {self.mode} deployment; its processes: {names}")
-
-    def processes_on(self, deployment: Deployment, host: str) -> tuple[ClusterProcess, ...]:
-        """The processes of ``host`` in start order: store members first, then the node or controller."""
-        on_host = [p for p in self.processes(deployment) if p.host == host]
-        return tuple(sorted(on_host, key=lambda p: p.kind != STORE))
 
     def _address(self, deployment: Deployment, process: ClusterProcess) -> str:
         return f"{deployment.peer_hosts[process.host]}:{process.port}"
@@ -437,21 +346,6 @@ class ClusterDB:
         fsync = core.pop("fsync", "always")
         config = WorldConfig(nodes=len(nodes), mode=self.mode, bugs=self.bugs, fsync=fsync, core=core)
         return SimulatedCluster(config, seed)
-
-    def log_files(self, deployment: Deployment, node: str) -> dict[str, str]:
-        """The files of process ``node``: remote path -> file name in its collection directory."""
-        process = self.process(deployment, node)
-        return {process.journal_file: "journal.jsonl", process.log_file: "node.log",
-                process.console_file: "console.log"}
-
-    def run_files(self, deployment: Deployment, host: str) -> dict[str, str]:
-        """Every file to collect from ``host``: remote path -> path relative to the run's directory
-        (``nodes/<id>/`` for data nodes and the controller, ``external-store/<member>/`` for the store)."""
-        return {
-            remote_path: f"{process.collect_to}/{name}"
-            for process in self.processes_on(deployment, host)
-            for remote_path, name in self.log_files(deployment, process.name).items()
-        }
 
     def faketime_control_file(self, deployment: Deployment, node: str) -> str:
         if self.faketime is None:

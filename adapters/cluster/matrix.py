@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from adapters.cluster.known_bugs import KNOWN_BUGS_INFO
 from adapters.cluster.sim import World, WorldConfig
 from cluster.core.bugs import KNOWN_BUGS
 from cluster.core.election import ELECTIONS
@@ -39,15 +40,12 @@ DB = "cluster"
 
 
 def checker_for_bug(bug: str) -> str:
-    from adapters.cluster import KNOWN_BUGS_INFO
-
     return KNOWN_BUGS_INFO[bug]["checker"]
 
 
 def workload_for_bug(bug: str) -> str:
-    from adapters.cluster import KNOWN_BUGS_INFO
-
     return KNOWN_BUGS_INFO[bug]["workload"]
+
 
 ROUND_STRIDE = 1_000_000
 """Round ``r`` of the matrix explores seeds ``r * ROUND_STRIDE + 1, + 2, ...``: rounds never share seeds."""

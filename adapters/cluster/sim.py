@@ -19,7 +19,7 @@ byte, under any ``PYTHONHASHSEED``.
 **Processes.** A node is *up* (its core runs), *paused* (SIGSTOP: its core keeps its state, timers do
 not fire, and what arrives waits in its socket buffers, here ``inbox``, until it is resumed) or *down*
 (SIGKILL: the core is gone, its disk loses what was not synced, clients with requests outstanding see
-their connection close). :meth:`World.restart` builds a new core from ``recover(durable records)`` with
+their connection close). :meth:`World.start` builds a new core from ``recover(durable records)`` with
 a fresh RNG for the new incarnation.
 
 **Other processes.** A ``fluvio`` cluster has its controller (``cluster.core.fluvio_controller``, id ``sc``), a
@@ -27,10 +27,10 @@ process of its own host driven like a node; a ``lease`` cluster elects through a
 ``raft`` group ``s1..s3`` whose member ``sK`` shares node ``nK``'s host, so partitions between hosts cut
 store traffic too. A data node's ``Ready.requests`` travel to store members over the peer network and
 the replies come back through ``Node.store_reply``. Which processes exist, on which host, and which the
-nemesis may target are the container runs' answers, taken from their DB adapter
-(``harness.db.cluster.ClusterDB.processes`` and ``harness.db.fault_targets``; :class:`WorldConfig`): the
-data nodes and the fluvio controller are fault targets, the store members are not (they stand for the
-seed's external linearizable service) but move with their host under partitions.
+nemesis may target are the container runs' answers, taken from their DB adapter's process layout
+(``adapters.cluster.processes.ClusterProcesses``, which ``ClusterDB`` is, and ``harness.db.fault_targets``;
+:class:`WorldConfig`): the data nodes and the fluvio controller are fault targets, the store members are not
+(they stand for the seed's external linearizable service) but move with their host under partitions.
 
 **Clients** are not nodes: :meth:`World.client_send` hands a request to a node over a client link and
 calls back with the reply, or with ``connection-refused`` (the node was down: definite) or
@@ -54,17 +54,16 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-from adapters.cluster.client import ClusterWorkloadClient
-from adapters.cluster.db import (
+from adapters.cluster.client import ClusterWorkloadClient, status_of
+from adapters.cluster.processes import (
     CONTROLLER,
     EXTERNAL_STORE,
     NODE,
     NODES_DIR,
     PORT,
     STORE,
-    ClusterDB,
     ClusterProcess,
-    status_of,
+    ClusterProcesses,
 )
 from cluster.client import CONNECTION_REFUSED, Client, Lost, NeverSent
 from cluster.core.config import NodeConfig
@@ -141,21 +140,21 @@ class WorldConfig:
         return tuple(f"n{i}" for i in range(1, self.nodes + 1))
 
     @cached_property
-    def db(self) -> ClusterDB:
-        """The container runs' DB adapter for this cluster: the one source of which processes a
-        deployment has, where each runs, and which ones the nemesis may target."""
-        return ClusterDB(self.mode)
+    def layout(self) -> ClusterProcesses:
+        """The container runs' process layout for this cluster (``ClusterDB``'s own): the one source of
+        which processes a deployment has, where each runs, and which ones the nemesis may target."""
+        return ClusterProcesses(self.mode)
 
     @cached_property
     def processes(self) -> tuple[ClusterProcess, ...]:
         """Every process of the world as a container run deploys it (``ClusterDB.processes``): the data
         nodes, the fluvio controller on a host of its own, the lease store members on the data nodes' hosts.
         A simulated host's address is its name."""
-        hosts = hosts_of(self.db, self.node_ids)
+        hosts = hosts_of(self.layout, self.node_ids)
         addresses = {host: host for host in hosts}
         deployment = Deployment(nodes=self.node_ids, peer_hosts=addresses, client_hosts=addresses,
                                 extra_hosts=hosts[len(self.node_ids):])
-        return self.db.processes(deployment)
+        return self.layout.processes(deployment)
 
     @property
     def store_ids(self) -> tuple[str, ...]:
@@ -174,7 +173,7 @@ class WorldConfig:
         (killed, restarted, paused, clock-skewed and partitioned like a node). Store members are never
         targets; partitions reach them through their hosts. Every target's host has the target's name, so
         a grudge over targets is a grudge over hosts."""
-        return fault_targets(self.db, self.node_ids)
+        return fault_targets(self.layout, self.node_ids)
 
     def host_of(self, process: str) -> str:
         """The host a process runs on: store member ``sK`` shares node ``nK``'s host (with fewer than
@@ -215,7 +214,7 @@ class SimNode:
     def __init__(self, node_id: str, kind: str, host: str, config: NodeConfig | ControllerConfig, clock: NodeClock,
                  disk: SimDisk) -> None:
         self.id = node_id
-        self.kind = kind  # NODE, CONTROLLER or STORE (``harness.db.cluster``'s kinds)
+        self.kind = kind  # NODE, CONTROLLER or STORE (``adapters.cluster.processes``' kinds)
         self.host = host
         self.config = config
         self.clock = clock

@@ -82,6 +82,7 @@ class EtcdDB(DaemonProcess):
     """
 
     name = "etcd"
+    capabilities = ("Clients", "Process", "Pause", "Status", "LogFiles")
     workloads = ("register",)
     impossible = {"ClockSkew": "etcd is a Go program, whose runtime reads the clock without libc, so "
                                "libfaketime's LD_PRELOAD cannot move it (docs/etcd.md)"}

@@ -106,6 +106,7 @@ class NatsDB(DaemonProcess):
     """
 
     name = "nats"
+    capabilities = ("Clients", "Process", "Pause", "Status", "LogFiles")
     workloads = ("log",)
     impossible = {"ClockSkew": "nats-server is a Go program, whose runtime reads the clock without libc, so "
                                "libfaketime's LD_PRELOAD cannot move it (docs/systems/nats.md)"}

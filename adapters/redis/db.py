@@ -193,6 +193,7 @@ class RedisDB:
     """
 
     name = "redis"
+    capabilities = ("Clients", "CatchUp", "Process", "Pause", "Status", "LogFiles")
     workloads = ("register",)
     not_applicable = {"lsn-monotonicity": "Redis gives a client no sequence number of the write it made or the "
                                           "value it read (docs/systems/redis.md)"}

@@ -5,6 +5,16 @@ on one node) and ``teardown`` (stop and wipe). Everything else is an optional *c
 protocol, checked when a test is composed (:func:`check_capabilities`): a test that asks for a fault the
 DB cannot take fails before any container starts, with a sentence naming the missing capability.
 
+**Declared capabilities.** An adapter says what it has with a class attribute of capability names,
+``capabilities = ("Clients", "Process", "Pause", "Status")``. The declaration is authoritative: a
+capability it leaves out is not used even if the methods exist. Composition checks every declared
+capability against its protocol: each method exists, is callable, is a coroutine function where the
+protocol's is (``async def``) and a plain one where it is not, and accepts the arguments the harness
+passes. An adapter that declares nothing has the capabilities whose methods it has, judged the same way
+(so a string attribute named like a method claims nothing). :func:`has_capability` is the one test of a
+capability the harness makes; :data:`CAPABILITY_METHODS` is the registry of capabilities and
+:data:`NEMESIS_CAPABILITIES` says which ones each nemesis needs.
+
 =============  ====================================  ==========================================
 capability     methods                               needed by
 =============  ====================================  ==========================================
@@ -18,6 +28,7 @@ capability     methods                               needed by
 ``ClockSkew``  ``faketime_control_file``             the ``clock`` nemesis (libfaketime)
 ``Auxiliary``  ``extra_hosts``, ``fault_targets``,   processes besides the data nodes (see below)
 ``Processes``  ``run_files``
+``ReplyPorts`` ``reply_ports``                       partitions (replies of request services)
 =============  ====================================  ==========================================
 
 Optional attributes: ``version()`` (what ``test.json`` records about the installed system; default
@@ -57,7 +68,8 @@ with or without the capability.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -277,19 +289,19 @@ class ReplyPorts(Protocol):
 def reply_ports(db: object, deployment: Deployment) -> tuple[int, ...]:
     """The ports of ``db``'s request/response services on the nodes (:class:`ReplyPorts`); none if it
     declares none."""
-    return tuple(db.reply_ports(deployment)) if isinstance(db, ReplyPorts) else ()
+    return tuple(db.reply_ports(deployment)) if has_capability(db, ReplyPorts) else ()
 
 
 def hosts_of(db: object, nodes: Sequence[str]) -> tuple[str, ...]:
     """The hosts a deployment of ``db`` on ``nodes`` needs: one per data node, then the DB's extra hosts."""
-    extra = db.extra_hosts(nodes) if isinstance(db, AuxiliaryProcesses) else ()
+    extra = db.extra_hosts(nodes) if has_capability(db, AuxiliaryProcesses) else ()
     return (*nodes, *extra)
 
 
 def fault_targets(db: object, nodes: Sequence[str]) -> tuple[str, ...]:
     """The processes the nemesis picks from: the data nodes, plus what the DB declares killable and
     partitionable like a node."""
-    return tuple(db.fault_targets(nodes)) if isinstance(db, AuxiliaryProcesses) else tuple(nodes)
+    return tuple(db.fault_targets(nodes)) if has_capability(db, AuxiliaryProcesses) else tuple(nodes)
 
 
 def collected_files(db: object, deployment: Deployment, host: str) -> dict[str, str]:
@@ -298,9 +310,9 @@ def collected_files(db: object, deployment: Deployment, host: str) -> dict[str, 
     A DB with :class:`AuxiliaryProcesses` says it itself; otherwise its :class:`LogFiles` of the host's
     node go under ``nodes/<host>/``.
     """
-    if isinstance(db, AuxiliaryProcesses):
+    if has_capability(db, AuxiliaryProcesses):
         return dict(db.run_files(deployment, host))
-    if isinstance(db, LogFiles):
+    if has_capability(db, LogFiles):
         return {remote: f"nodes/{host}/{name}" for remote, name in db.log_files(deployment, host).items()}
     return {}
 
@@ -316,39 +328,181 @@ NEMESIS_CAPABILITIES: dict[str, tuple[type, ...]] = {
     "leader-churn": (Process, Pause, Status),
     "timeout-storm": (Pause, Status),
 }
+
+
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """What a protocol asks for, in the order written: its attributes (``workloads``), then its methods."""
+    attributes = tuple(vars(protocol).get("__annotations__", {}))
+    return attributes + tuple(_protocol_methods(protocol))
+
+
+def describe_capability(protocol: type) -> str:
+    """The members of a capability as the messages name them: ``"workloads, open_client()"``."""
+    methods = _protocol_methods(protocol)
+    return ", ".join(f"{member}()" if member in methods else member for member in protocol_members(protocol))
+
+
+def _protocol_methods(protocol: type) -> dict[str, Callable[..., Any]]:
+    return {name: value for name, value in vars(protocol).items()
+            if inspect.isfunction(value) and not name.startswith("_")}
+
+
 CAPABILITY_METHODS: dict[type, str] = {
-    Clients: "workloads, open_client()",
-    CatchUp: "caught_up()",
-    Simulation: "simulate()",
-    Process: "start(), kill(), is_running()",
-    Pause: "pause(), resume()",
-    Status: "status()",
-    LogFiles: "log_files()",
-    ClockSkew: "faketime_control_file()",
-    AuxiliaryProcesses: "extra_hosts(), fault_targets(), run_files()",
+    capability: describe_capability(capability)
+    for capability in (Clients, CatchUp, Simulation, Process, Pause, Status, LogFiles, ClockSkew, AuxiliaryProcesses,
+                       ReplyPorts)
 }
+"""The registry of capabilities: each protocol an adapter may declare (by its class name), with its
+members as the messages name them. A new capability is a protocol here, plus the nemeses that need it in
+:data:`NEMESIS_CAPABILITIES`."""
+
+DECLARATION = "capabilities"
+"""The adapter's class attribute that declares its capabilities: a tuple of names from the registry."""
 
 
 class MissingCapability(ValueError):
     """A test asks for something its DB adapter cannot do; the message names the capability."""
 
 
+def _adapter_name(db: object) -> str:
+    return str(getattr(db, "name", type(db).__name__))
+
+
+def _is_async(function: Any) -> bool:
+    try:
+        return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(inspect.unwrap(function))
+    except ValueError:  # a __wrapped__ chain that loops
+        return inspect.iscoroutinefunction(function)
+
+
+def _accepts(function: Any, expected: Callable[..., Any]) -> bool:
+    """Whether ``function`` can be called with the arguments the protocol's ``expected`` method takes
+    (placeholders for each, positional as the harness passes them)."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # no signature to read (a builtin): take it on trust
+        return True
+    params = list(inspect.signature(expected).parameters.values())[1:]  # without self
+    args = [object() for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    kwargs = {p.name: object() for p in params if p.kind is p.KEYWORD_ONLY}
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
+def _arguments(expected: Callable[..., Any]) -> str:
+    return "(" + ", ".join(list(inspect.signature(expected).parameters)[1:]) + ")"
+
+
+def capability_problem(db: object, protocol: type) -> str | None:
+    """Why ``db`` does not have what ``protocol`` asks for, as the end of a sentence (``"its kill() does
+    not take the arguments (deployment, node, remote)"``), or ``None`` when it has all of it."""
+    for attribute in vars(protocol).get("__annotations__", {}):
+        if not hasattr(db, attribute):
+            return f"it has no attribute {attribute}"
+    for method, expected in _protocol_methods(protocol).items():
+        found = getattr(db, method, None)
+        if found is None:
+            return f"it has no method {method}()"
+        if not callable(found):
+            return f"its {method} is a {type(found).__name__}, not a method"
+        if _is_async(expected) and not _is_async(found):
+            return f"its {method}() is not a coroutine function (the harness awaits it: write async def)"
+        if not _is_async(expected) and _is_async(found):
+            return f"its {method}() is a coroutine function (the harness calls it in a worker thread: write def)"
+        if not _accepts(found, expected):
+            return f"its {method}() does not take the arguments {_arguments(expected)}"
+    return None
+
+
+def capability_named(name: str) -> type | None:
+    """The registered capability called ``name`` (its protocol's class name), or ``None``."""
+    return next((capability for capability in CAPABILITY_METHODS if capability.__name__ == name), None)
+
+
+def declared_capabilities(db: object) -> tuple[str, ...] | None:
+    """The capability names ``db`` declares (its :data:`DECLARATION` attribute), or ``None`` if it declares
+    none. :class:`MissingCapability` if the declaration is not a tuple of names."""
+    declared = getattr(db, DECLARATION, None)
+    if declared is None:
+        return None
+    if not isinstance(declared, tuple | list) or not all(isinstance(n, str) for n in declared):
+        raise MissingCapability(
+            f"the {_adapter_name(db)!r} DB adapter's {DECLARATION} must be a tuple of capability names, "
+            f"such as (\"Process\", \"Status\"), not {declared!r}"
+        )
+    return tuple(declared)
+
+
+def has_capability(db: object, capability: type) -> bool:
+    """Whether ``db`` has ``capability``: whether it declares it, if it declares any (composition has
+    checked the methods), else whether it has its methods with the right arguments."""
+    declared = declared_capabilities(db)
+    if declared is not None:
+        return capability.__name__ in declared
+    return capability_problem(db, capability) is None
+
+
+def inferred_capabilities(db: object) -> list[str]:
+    """The names of the registered capabilities whose methods ``db`` has with the right arguments, whatever
+    it declares, in registry order."""
+    return [capability.__name__ for capability in CAPABILITY_METHODS if capability_problem(db, capability) is None]
+
+
 def capabilities(db: object) -> list[str]:
-    """The names of the optional capabilities ``db`` implements."""
-    return [cap.__name__ for cap in CAPABILITY_METHODS if isinstance(db, cap)]
+    """The names of the optional capabilities ``db`` has: what it declares (the registered ones, in its
+    order), or else what it implements (:func:`inferred_capabilities`)."""
+    declared = declared_capabilities(db)
+    if declared is None:
+        return inferred_capabilities(db)
+    return [name for name in declared if capability_named(name) is not None]
+
+
+def nemesis_needs() -> dict[str, tuple[str, ...]]:
+    """Nemesis name -> the names of the capabilities it needs, for every nemesis that needs one."""
+    return {nemesis: tuple(c.__name__ for c in needed) for nemesis, needed in NEMESIS_CAPABILITIES.items()}
+
+
+def _lacks(db: object, capability: type, declared: tuple[str, ...] | None) -> str:
+    """The end of a sentence saying that ``db`` lacks ``capability``, and why when it is not plain."""
+    sentence = f"which the {_adapter_name(db)!r} DB adapter does not have"
+    problem = capability_problem(db, capability)
+    if declared is not None and problem is None:
+        return f"{sentence} (it has the methods but does not declare it in its {DECLARATION})"
+    members = protocol_members(capability)
+    if problem is not None and any(hasattr(db, member) for member in members):
+        return f"{sentence} ({problem})"
+    return sentence
 
 
 def check_capabilities(db: object, nemeses: Iterable[str], *, workload: str | None = None) -> None:
-    """Raise :class:`MissingCapability` if ``db`` cannot take one of the ``nemeses`` or cannot run
-    ``workload``'s operations. Checked before anything is deployed."""
-    name = getattr(db, "name", type(db).__name__)
+    """Raise :class:`MissingCapability` if ``db`` is not a DB adapter, declares a capability it does not
+    implement as its protocol says, cannot take one of the ``nemeses`` or cannot run ``workload``'s
+    operations. Checked before anything is deployed."""
+    name = _adapter_name(db)
     if not isinstance(db, DB):
         raise MissingCapability(f"{name} is not a DB adapter: it needs name, setup() and teardown()")
+    problem = capability_problem(db, DB)
+    if problem is not None:
+        raise MissingCapability(f"{name} is not a DB adapter: {problem}")
+    declared = declared_capabilities(db)
+    for declared_name in declared or ():
+        capability = capability_named(declared_name)
+        if capability is None:
+            known = ", ".join(c.__name__ for c in CAPABILITY_METHODS)
+            raise MissingCapability(f"the {name!r} DB adapter declares the capability {declared_name!r}, which the "
+                                    f"harness does not know (known: {known})")
+        problem = capability_problem(db, capability)
+        if problem is not None:
+            raise MissingCapability(f"the {name!r} DB adapter declares the capability {declared_name} "
+                                    f"({CAPABILITY_METHODS[capability]}), but {problem}")
     if workload is not None:
-        if not isinstance(db, Clients):
+        if not has_capability(db, Clients):
             raise MissingCapability(
                 f"the {workload!r} workload needs the DB capability Clients ({CAPABILITY_METHODS[Clients]}), "
-                f"which the {name!r} DB adapter does not have (docs/db-adapter.md, \"The client\")"
+                f"{_lacks(db, Clients, declared)} (docs/db-adapter.md, \"The client\")"
             )
         if workload not in tuple(db.workloads):
             raise MissingCapability(
@@ -358,13 +512,14 @@ def check_capabilities(db: object, nemeses: Iterable[str], *, workload: str | No
     impossible = dict(getattr(db, "impossible", None) or {})
     for nemesis in nemeses:
         for capability in NEMESIS_CAPABILITIES.get(nemesis, ()):
-            if not isinstance(db, capability):
+            if not has_capability(db, capability):
                 why = impossible.get(capability.__name__)
+                where = f"to the adapter's {DECLARATION} (and its methods)" if declared is not None else "to the adapter"
                 remedy = (f"drop {nemesis!r} from --nemesis ({name} cannot have it: {why})" if why else
-                          f"drop {nemesis!r} from --nemesis or add {capability.__name__} to the adapter")
+                          f"drop {nemesis!r} from --nemesis or add {capability.__name__} {where}")
                 raise MissingCapability(
                     f"the {nemesis!r} nemesis needs the DB capability {capability.__name__} "
-                    f"({CAPABILITY_METHODS[capability]}), which the {name!r} DB adapter does not have; {remedy}"
+                    f"({describe_capability(capability)}), {_lacks(db, capability, declared)}; {remedy}"
                 )
 
 
@@ -379,7 +534,7 @@ def not_applicable(db: object) -> dict[str, str]:
     single-leader-per-term when the adapter can neither report status nor collect journals."""
     declared = getattr(db, "not_applicable", None) or {}
     found = {str(k): str(v) for k, v in dict(declared).items()}
-    if not isinstance(db, Status) and not isinstance(db, LogFiles | AuxiliaryProcesses):
+    if not any(has_capability(db, capability) for capability in (Status, LogFiles, AuxiliaryProcesses)):
         found.setdefault(
             "single-leader-per-term",
             "the DB adapter reports no leaders or terms (no Status capability, no journals)",

@@ -5,9 +5,10 @@ Each run gets its own network and containers, named after the run id (``chaos-1a
 Every container and network also carries its controller's labels (pid, host, process start time and,
 from ``harness run``, the run directory: ``harness.lifecycle.Controller.labels``), so the leftovers of a
 controller that was SIGKILLed are recognisable as such and ``harness clean`` removes them, never a live
-run's (`find_leftovers`, `remove_run`). The network is internal and each node's default route is
-deleted once it starts: nodes have no route out, reach each other by node name (``n1``) over TCP, and
-the controller reaches them at `DockerPlatform.address`. Containers get NET_ADMIN (iptables for
+run's (`find_runs`, `remove_run`; `leftover_warning` tells ``harness run`` that there are some). The
+network is internal and each node's default route is deleted once it starts: nodes have no route out,
+reach each other by node name (``n1``) over TCP, and the controller reaches them at
+`DockerPlatform.address`. Containers get NET_ADMIN (iptables for
 partitions), an init process (so a killed node process is reaped and never lingers as a zombie), and
 the topology's memory and process-count limits. The nodes only idle (sshd); installing and starting the
 system under test is the DB adapter's job, through the remotes. The topology's hosts are the data nodes
@@ -20,6 +21,7 @@ idempotent; use the platform as a context manager or register ``close`` on the r
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -34,9 +36,11 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
 from docker.types import IPAMConfig, IPAMPool
 
-from harness.lifecycle import LABEL_RUN_DIR, Controller
+from harness.lifecycle import DEAD, LABEL_RUN_DIR, Controller
 from harness.remotes.docker import DockerRemote
 from harness.topology import DEFAULT_TOPOLOGY, Topology
+
+log = logging.getLogger(__name__)
 
 LABEL_RUN = "chaos-harness.run"
 """Label on every container and network of a run; its value is the run id."""
@@ -317,6 +321,22 @@ def find_runs(client: DockerClient) -> list[RunObjects]:
         )
         for run_id, run in sorted(found.items())
     ]
+
+
+def leftover_warning(engine: DockerClient) -> str | None:
+    """One line for ``harness run``'s start when runs whose controller died left containers here
+    (``harness clean`` removes them)."""
+    try:
+        dead = [objects.run_id for objects in find_runs(engine)
+                if objects.controller is not None and objects.controller.state() == DEAD]
+    except Exception as exc:  # noqa: BLE001 - a warning must never stop a run
+        log.debug("could not look for leftovers: %s", exc)
+        return None
+    if not dead:
+        return None
+    shown = ", ".join(dead[:5]) + (f" and {len(dead) - 5} more" if len(dead) > 5 else "")
+    return (f"{len(dead)} run(s) whose controller died left containers on this Docker engine ({shown}): "
+            "run `harness clean` to remove them")
 
 
 def remove_run(client: DockerClient, run_id: str) -> list[str]:

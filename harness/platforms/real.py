@@ -23,7 +23,7 @@ from typing import Any
 
 from harness import lifecycle, store
 from harness.compose import Composition
-from harness.db import CatchUp, Deployment, Pause, Process, Status, collected_files, hosts_of
+from harness.db import CatchUp, Deployment, Pause, Process, Status, collected_files, has_capability, hosts_of
 from harness.fault_driver import heal_everything, real_fault_driver
 from harness.interpreter import run_in_thread
 from harness.platforms import Launch, Session
@@ -126,12 +126,12 @@ class RealPlatform:
             return await db.open_client(deployment, process, comp.spec.op_timeout)
 
         status = None
-        if isinstance(db, Status):
+        if has_capability(db, Status):
             async def status(node: str, timeout: float) -> Mapping[str, Any]:
                 return await db.status(deployment, node, timeout)
 
         caught_up = None
-        if isinstance(db, CatchUp):
+        if has_capability(db, CatchUp):
             async def caught_up(node: str, timeout: float) -> bool:
                 return await db.caught_up(deployment, node, timeout)
 
@@ -174,7 +174,7 @@ def teardown_steps(
     db = comp.db
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("heal the network", lambda: heal_everything(remotes, comp.faketime))]
-    if isinstance(db, Pause):
+    if has_capability(db, Pause):
         steps.append(("resume paused processes",
                       lambda: on_nodes(comp.fault_targets(), lambda n: _resume_quietly(comp, deployment, n, remotes[n]))))
     steps += [
@@ -193,7 +193,7 @@ def _warn_about_leftovers(engine: Any) -> None:
     if _warned_about_leftovers:
         return
     _warned_about_leftovers = True
-    from harness.clean import leftover_warning
+    from harness.platforms.docker import leftover_warning
 
     warning = leftover_warning(engine)
     if warning:
@@ -237,12 +237,12 @@ def teardown_step(errors: list[str], what: str, action: Callable[[], Any]) -> No
 def _resume_quietly(comp: Composition, deployment: Deployment, node: str, remote: Any) -> None:
     """SIGCONT a paused process: only a live one when the DB can tell (``Process``), else try and let a
     dead one's error be logged."""
-    if isinstance(comp.db, Process) and not comp.db.is_running(deployment, node, remote):
+    if has_capability(comp.db, Process) and not comp.db.is_running(deployment, node, remote):
         return
     try:
         comp.db.resume(deployment, node, remote)
     except Exception as exc:  # noqa: BLE001 - nothing paused there, most likely
-        if isinstance(comp.db, Process):
+        if has_capability(comp.db, Process):
             raise
         log.info("resume %s: %s", node, exc)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from harness import store
 from harness.compose import Composition
-from harness.db import Simulation
+from harness.db import Simulation, has_capability
 from harness.platforms import Launch, Session, apply_directly
 from harness.sim.loop import NS, run_simulated
 from harness.spec import ConfigError, rng_for
@@ -35,7 +35,7 @@ class SimPlatform:
         self.system: Any = None
 
     def preflight(self) -> None:
-        if not isinstance(self.comp.db, Simulation):
+        if not has_capability(self.comp.db, Simulation):
             raise ConfigError(
                 f"the {self.comp.plugin.name!r} DB adapter cannot run on the sim platform: it has no Simulation "
                 "capability (simulate()); use --platform docker or ssh"

@@ -19,7 +19,8 @@ the nodes' packets carry). A ``[defaults]`` table holds what every node shares::
 
 A run needs one machine per data node (``n1..nN``) and, in ``fluvio`` mode, one more for the controller,
 named ``sc`` in the hosts file; a ``lease`` run's store members share the machines of n1..n3 (the DB
-adapter, ``harness/db/cluster.py``, says what runs where).
+adapter, ``adapters/cluster/db.py`` with its layout ``adapters/cluster/processes.py``, says what
+runs where).
 
 Security contract (that of `harness.remotes.ssh.SSHRemote`): key authentication only, and a host must
 present the key pinned for it; an unknown host key is rejected, never added. `SSHPlatform.from_hosts_file`

@@ -31,7 +31,7 @@ from typing import Any
 from checkers.verdict import UNKNOWN, Valid, exit_code
 from harness import store
 from harness.compose import Composition, compose
-from harness.db import Simulation
+from harness.db import Simulation, has_capability
 from harness.db.plugin import DBPlugin, PluginError, installed, load_plugin
 from harness.platforms.sim import trace_digest
 from harness.report.publish import publish
@@ -65,7 +65,7 @@ def _can_simulate(name: str) -> bool:
         probe = compose(TestSpec(seed=0, db=name, workload=_any_workload(plugin), nemesis=(), platform="sim"))
     except (PluginError, ConfigError, ValueError):
         return False
-    return isinstance(probe.db, Simulation)
+    return has_capability(probe.db, Simulation)
 
 
 def _any_workload(plugin: DBPlugin) -> str:

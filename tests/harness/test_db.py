@@ -11,15 +11,20 @@ import pytest
 
 from adapters.cluster.db import DATA_DIR, JOURNAL_FILE, PID_FILE, ClusterDB, package_tarball
 from harness.db import (
+    CAPABILITY_METHODS,
     Deployment,
     MissingCapability,
     StatusError,
     capabilities,
     check_capabilities,
     db_version,
+    declared_capabilities,
+    inferred_capabilities,
     not_applicable,
 )
+from harness.db.plugin import DBContext, installed, load_plugin
 from nemesis.shell import FakeTime
+from tests.harness import capability_extension
 
 NODES = ("n1", "n2", "n3")
 DEPLOYMENT = Deployment(
@@ -90,9 +95,124 @@ def test_what_the_db_can_take_passes() -> None:
     check_capabilities(KillableDB(), ["partition", "kill", "loss"])
     check_capabilities(MinimalDB(), ["loss", "latency"])
     assert capabilities(KillableDB()) == ["Process", "Status"]
-    assert capabilities(ClusterDB()) == ["Clients", "Simulation", "Process", "Pause", "Status", "LogFiles",
-                                         "ClockSkew", "AuxiliaryProcesses"]
+    assert capabilities(ClusterDB()) == list(ClusterDB.capabilities)
     check_capabilities(ClusterDB(), ["partition", "kill", "pause", "clock", "loss", "latency"], workload="queue")
+
+
+@pytest.mark.parametrize("name", sorted(installed()))
+def test_every_installed_adapter_declares_what_it_implements_and_composes(name: str) -> None:
+    plugin = load_plugin(name)
+    db = plugin.build(plugin.resolve({}), DBContext(seed=1, nodes=NODES, workload="register"))
+    check_capabilities(db, [])  # every declared capability's methods are there, with their arguments
+    declared = declared_capabilities(db)
+    assert declared is None or set(declared) == set(inferred_capabilities(db)), "a stale declaration"
+
+
+class PauseOnlyDB(KillableDB):
+    """Declares Process and Status, has Pause's methods too: the declaration is what counts."""
+
+    name = "declared"
+    capabilities = ("Process", "Status")
+
+    def pause(self, deployment: Deployment, node: str, remote: Any) -> None: ...
+
+    def resume(self, deployment: Deployment, node: str, remote: Any) -> None: ...
+
+
+def test_a_declared_list_is_authoritative() -> None:
+    assert "Pause" in inferred_capabilities(PauseOnlyDB())
+    assert capabilities(PauseOnlyDB()) == ["Process", "Status"]
+    check_capabilities(PauseOnlyDB(), ["kill", "partition"])
+    with pytest.raises(MissingCapability, match=r"does not have \(it has the methods but does not declare it in its "
+                                                r"capabilities\); drop 'pause' from --nemesis or add Pause to the "
+                                                r"adapter's capabilities"):
+        check_capabilities(PauseOnlyDB(), ["pause"])
+
+
+class SyncStatusDB(KillableDB):
+    name = "sync-status"
+    capabilities = ("Process", "Status")
+
+    def status(self, deployment: Deployment, node: str, timeout: float) -> dict[str, Any]:  # type: ignore[override]
+        return {}
+
+
+class AsyncKillDB(KillableDB):
+    name = "async-kill"
+    capabilities = ("Process", "Status")
+
+    async def kill(self, deployment: Deployment, node: str, remote: Any) -> None:  # type: ignore[override]
+        ...
+
+
+@pytest.mark.parametrize(("db", "message"), [
+    (SyncStatusDB(), "the 'sync-status' DB adapter declares the capability Status (status()), but its status() is "
+                     "not a coroutine function"),
+    (AsyncKillDB(), "the 'async-kill' DB adapter declares the capability Process (start(), kill(), is_running()), "
+                    "but its kill() is a coroutine function"),
+    (type("Unknown", (KillableDB,), {"name": "unknown", "capabilities": ("Process", "Teleport")})(),
+     "the 'unknown' DB adapter declares the capability 'Teleport', which the harness does not know"),
+    (type("Bare", (KillableDB,), {"name": "bare", "capabilities": "Process"})(),
+     "the 'bare' DB adapter's capabilities must be a tuple of capability names"),
+    (type("Missing", (MinimalDB,), {"name": "missing", "capabilities": ("Pause",)})(),
+     "the 'missing' DB adapter declares the capability Pause (pause(), resume()), but it has no method pause()"),
+])
+def test_a_declared_capability_is_checked_against_its_protocol_when_composing(db: object, message: str) -> None:
+    with pytest.raises(MissingCapability) as caught:
+        check_capabilities(db, [])
+    assert str(caught.value).startswith(message), str(caught.value)
+    assert str(caught.value).count(". ") == 0  # one sentence
+
+
+class ShadowingDB(KillableDB):
+    """Declares nothing; its ``data_file`` is a path, not the method ``DataFile`` asks for."""
+
+    name = "shadowing"
+
+    def __init__(self) -> None:
+        self.data_file = "/var/lib/shadowing/data"
+
+
+class DataFileDB(KillableDB):
+    name = "data-file"
+
+    def data_file(self, deployment: Deployment, node: str) -> str:
+        return f"/var/lib/{node}/data"
+
+
+class WrongArityDB(KillableDB):
+    name = "wrong-arity"
+    capabilities = ("Process", "Status", "DataFile")
+
+    def data_file(self, node: str) -> str:
+        return f"/var/lib/{node}/data"
+
+
+def test_an_attribute_named_like_a_method_claims_no_capability(monkeypatch: pytest.MonkeyPatch) -> None:
+    capability_extension.add(monkeypatch.setitem)
+    assert "DataFile" not in capabilities(ShadowingDB())
+    with pytest.raises(MissingCapability) as caught:
+        check_capabilities(ShadowingDB(), [capability_extension.NEMESIS])
+    assert str(caught.value).startswith(
+        "the 'truncate-tail' nemesis needs the DB capability DataFile (data_file()), which the 'shadowing' DB "
+        "adapter does not have (its data_file is a str, not a method)")
+    # The same capability, implemented: inferred, and the nemesis composes.
+    assert capabilities(DataFileDB()) == ["Process", "Status", "DataFile"]
+    check_capabilities(DataFileDB(), [capability_extension.NEMESIS])
+
+
+def test_a_declared_capability_whose_method_takes_other_arguments_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    capability_extension.add(monkeypatch.setitem)
+    with pytest.raises(MissingCapability, match=r"^the 'wrong-arity' DB adapter declares the capability DataFile "
+                                                r"\(data_file\(\)\), but its data_file\(\) does not take the "
+                                                r"arguments \(deployment, node\)$"):
+        check_capabilities(WrongArityDB(), [])
+    assert "DataFile" not in inferred_capabilities(WrongArityDB())
+    monkeypatch.delitem(CAPABILITY_METHODS, capability_extension.DataFile)
+    with pytest.raises(MissingCapability, match="declares the capability 'DataFile', which the harness does not know"):
+        check_capabilities(WrongArityDB(), [])
 
 
 def test_what_cannot_be_judged_is_what_the_adapter_declares_and_terms_without_status_or_journals() -> None:

@@ -3,7 +3,8 @@ one line and exit 254 with nothing written, and the written plugin loaded by ``p
 from a directory on the path without installing it.
 
 The written package's own tests, run as a user runs them, are in ``test_scaffold_package.py`` (local
-processes, ``slow``) and ``test_scaffold_docker.py`` (installed with pip, on containers).
+processes, ``slow``) and ``test_scaffold_docker.py`` (installed with pip, on containers); here, its tests
+of its capabilities pass against a harness that a test has given one capability more.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import pytest
 
 from harness.cli import main
 from harness.compose import compose
-from harness.db import capabilities
+from harness.db import MissingCapability, capabilities, check_capabilities
 from harness.scaffold import FILES, ScaffoldError, names_for, write_skeleton
 from harness.spec import ConfigError, TestSpec
+from tests.harness import capability_extension
 
 HARNESS = str(Path(sys.executable).with_name("harness"))
 EXPECTED = {
@@ -166,7 +168,7 @@ def test_a_test_of_the_written_plugin_composes_with_its_capabilities_and_not_app
         comp = compose(spec)
         assert comp.test_name == "composed-memory-register-partition+kill+pause+clock"
         assert comp.options == {"port": 7300, "storage": "memory"}
-        assert capabilities(comp.db) == ["Clients", "Process", "Pause", "Status", "LogFiles", "ClockSkew"]
+        assert capabilities(comp.db) == list(type(comp.db).capabilities)  # what the written adapter declares
         assert comp.db.faketime is comp.faketime is not None  # the clock nemesis: processes start under it
         assert set(comp.not_applicable) == {"lsn-monotonicity"}
         assert comp.command().startswith("harness run --db composed_chaos:plugin --db-opt storage=memory --nodes 3")
@@ -174,4 +176,32 @@ def test_a_test_of_the_written_plugin_composes_with_its_capabilities_and_not_app
             compose(TestSpec(seed=1, db="composed_chaos:plugin", workload="queue"))
     finally:
         for module in [m for m in sys.modules if m == "composed_chaos" or m.startswith("composed_chaos.")]:
+            del sys.modules[module]
+
+
+def test_the_written_package_passes_its_capability_tests_when_the_harness_has_one_more(tmp_path, monkeypatch) -> None:
+    """The harness grows a capability (``DataFile``) and a nemesis that needs it; the written adapter, whose
+    ``data_file`` is a path, does not have it, and its own tests still pass."""
+    root, _ = write_skeleton("grown", tmp_path / "x")
+    extension = Path(capability_extension.__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(extension), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "capability_extension", "-m", "not docker", "-k", "capabilities",
+         "-p", "no:cacheprovider", "-q", "-rA", "--basetemp", str(tmp_path / "basetemp")],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"harness extended: capability DataFile, nemesis {capability_extension.NEMESIS}" in done.stdout
+    assert "PASSED tests/test_grown_chaos.py::test_the_adapter_takes_every_nemesis" in done.stdout, done.stdout
+    assert "2 passed" in done.stdout, done.stdout
+    # The same here, in this process: the adapter does not have the new capability, said in one sentence.
+    capability_extension.add(monkeypatch.setitem)
+    monkeypatch.syspath_prepend(str(root))
+    try:
+        comp = compose(TestSpec(seed=1, db="grown_chaos:plugin", nodes=3, nemesis=("kill",)))
+        assert "DataFile" not in capabilities(comp.db)
+        with pytest.raises(MissingCapability, match="'truncate-tail' nemesis needs the DB capability DataFile"):
+            check_capabilities(comp.db, [capability_extension.NEMESIS])
+    finally:
+        for module in [m for m in sys.modules if m == "grown_chaos" or m.startswith("grown_chaos.")]:
             del sys.modules[module]

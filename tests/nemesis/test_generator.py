@@ -40,10 +40,17 @@ def schedule(seed: int, packages: str = ALL, time_limit: float = 120.0, **option
     return generate_schedule(packages, FIVE, random.Random(seed), time_limit, NemesisOptions(**options))
 
 
-def test_names_are_the_eleven_packages() -> None:
-    assert nemesis_names() == ("partition", "kill", "pause", "clock", "loss", "latency", "leader-clock",
-                               "leader-churn", "timeout-storm", "ring-storm", "slow-net")
-    assert STORMS == nemesis_names()[-4:]
+SEEDED_ORDER = ("partition", "kill", "pause", "clock", "loss", "latency", "leader-clock", "leader-churn",
+                "timeout-storm", "ring-storm", "slow-net")
+"""An explicit list because the list is the contract: these are documented ``--nemesis`` names, and each
+package's RNG is seeded in this order, so every seed's schedule depends on it. New packages are appended
+after them (docs/nemesis.md), never inserted."""
+
+
+def test_the_packages_keep_their_seeded_order_and_new_ones_come_after() -> None:
+    assert nemesis_names()[:len(SEEDED_ORDER)] == SEEDED_ORDER
+    # The election storms are the packages with a pace of their own, wherever a new one is appended.
+    assert STORMS == tuple(name for name in nemesis_names() if PACKAGES[name].pace is not None)
 
 
 SEVEN = "partition,kill,pause,clock,loss,latency,leader-clock"
@@ -114,19 +121,25 @@ def test_every_fault_is_followed_by_its_heal_and_the_run_ends_healed(seed: int, 
     assert [e.at for e in entries] == sorted(e.at for e in entries)
 
 
-def test_final_heal_phase_heals_every_package_in_order() -> None:
+NETWORK_HEALS = (fx.Heal, fx.HealLoss, fx.HealLatency)
+PROCESS_HEALS = (fx.Resume, fx.Start)
+
+
+@pytest.mark.parametrize("packages", [ALL, SEVEN])
+def test_final_heal_phase_heals_every_package_in_order(packages: str) -> None:
     assert sorted(FINAL_HEAL_ORDER) == sorted(nemesis_names())
-    final = [e for e in schedule(3) if e.at == 120.0]
-    assert [e.package for e in final] == [
-        name for name in FINAL_HEAL_ORDER for _ in operations(PACKAGES[name].heal())
+    asked = parse_nemesis(packages)
+    final = [e for e in schedule(3, packages) if e.at == 120.0]
+    # Each package asked for, in FINAL_HEAL_ORDER, with its own heal, and nothing else.
+    assert [(e.package, e.fault) for e in final] == [
+        (name, fault) for name in FINAL_HEAL_ORDER if name in asked for fault in operations(PACKAGES[name].heal())
     ]
-    assert [e.fault.f for e in final] == ["heal", "heal", "clock", "heal", "heal-loss", "heal-latency",
-                                          "heal-latency", "heal-loss", "heal", "resume", "start", "resume",
-                                          "resume", "start", "clock"]
     assert all(fx.is_heal(e.fault) for e in final)
-    # Without the storms, the final phase is what it was before they existed.
-    seven = [e.fault.f for e in schedule(3, SEVEN) if e.at == 120.0]
-    assert seven == ["heal", "heal", "clock", "heal-loss", "heal-latency", "resume", "start", "clock"]
+    # Network first, so that restarted and resumed nodes find their peers.
+    kinds = [e.fault for e in final]
+    network = [i for i, fault in enumerate(kinds) if isinstance(fault, NETWORK_HEALS)]
+    processes = [i for i, fault in enumerate(kinds) if isinstance(fault, PROCESS_HEALS)]
+    assert network and processes and max(network) < min(processes)
 
 
 def test_interval_sets_the_pace() -> None:
