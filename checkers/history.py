@@ -42,7 +42,7 @@ from typing import Any
 
 import msgspec
 
-from checkers.source import NEMESIS, HistoryError, LoadTimeout, open_history
+from checkers.source import NEMESIS, HistoryError, LoadTimeout, bounded_lines, open_history
 
 EVENT_TYPES = ("invoke", "ok", "fail", "info")
 COMPLETION_TYPES = ("ok", "fail", "info")
@@ -588,7 +588,8 @@ def load_history(
         )
     with open_history(path) as handle:
         return build_history(
-            handle, str(path), keep_events=keep_events, deadline=deadline, clock=clock, decoded=False, shard=shard
+            bounded_lines(handle, str(path)), str(path), keep_events=keep_events, deadline=deadline, clock=clock,
+            decoded=False, shard=shard,
         )
 
 
@@ -700,7 +701,7 @@ def load_journal(
     """Read and validate one node's ``journal.jsonl`` (``compact``: see :func:`parse_journal`)."""
     path = Path(path)
     with open_history(path) as handle:
-        return parse_journal(handle, str(path), compact=compact, shared=shared)
+        return parse_journal(bounded_lines(handle, str(path)), str(path), compact=compact, shared=shared)
 
 
 def load_journals(directory: str | os.PathLike[str], *, compact: bool = False) -> dict[str, list[JournalEvent]]:

@@ -47,7 +47,7 @@ from typing import Any
 import msgspec
 
 from checkers.edn import read_edn, to_json
-from checkers.source import NEMESIS, HistoryError, LoadTimeout, open_history
+from checkers.source import MAX_LINE_BYTES, NEMESIS, HistoryError, LoadTimeout, open_history
 
 INDEPENDENT_CHOICES = ("auto", "yes", "no")
 _STANDARD = ("index", "time", "process", "type", "f", "value", "error", "node")
@@ -58,7 +58,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-_JSON_LINE_CHARS = 64 << 20  # a JSON export's line longer than this is refused
+_JSON_LINE_CHARS = MAX_LINE_BYTES  # a JSON export's line longer than this is refused
 _DEADLINE_EVERY = 1 << 10  # JSON lines between two looks at the clock
 
 

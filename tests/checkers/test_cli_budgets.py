@@ -122,3 +122,25 @@ def test_deep_nesting_and_huge_numbers_are_one_line_exit_254(
     path.write_text(text)
     code, out, err, _ = _command("check", str(path), "--model", "cas-register", *options)
     assert (code, out) == (254, "") and err.count("\n") == 1 and err.startswith(f"bad input: {path}"), err
+
+
+def test_a_line_longer_than_the_bound_is_refused_before_it_is_read_whole(tmp_path: Path) -> None:
+    """A well-formed JSON line of more than MAX_LINE_BYTES (a value of 72 MiB): one line, exit 254, and
+    the command's memory stays near the bound, not the line's size (it held 2 GB for a 1 GB line)."""
+    from checkers.source import MAX_LINE_BYTES
+
+    path = tmp_path / "long-value.jsonl"
+    with path.open("wb") as handle:
+        handle.write(b'{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "write", "value": "')
+        for _ in range(9):
+            handle.write(b"x" * (8 << 20))
+        handle.write(b'"}\n')
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+             "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+             "sys.stderr.write(r.stdout + r.stderr)")
+    result = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "checkers", "check", str(path),
+                             "--model", "register"], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    code, peak_kib = map(int, result.stdout.split())
+    assert code == 254 and result.stderr.count("\n") == 1, result.stderr
+    assert f"{path}:1: a line of more than {MAX_LINE_BYTES:,} bytes" in result.stderr
+    assert peak_kib * 1024 < MAX_LINE_BYTES + (200 << 20), peak_kib  # the bound plus the interpreter

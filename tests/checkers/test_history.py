@@ -3,10 +3,13 @@ semantics of invokes and completions (FORMATS.md)."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from checkers.history import (
     HistoryError,
@@ -346,3 +349,30 @@ def test_load_journals_by_node_and_conflicts(tmp_path: Path) -> None:
 def test_load_journals_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(HistoryError, match="no such directory of node journals"):
         load_journals(tmp_path / "absent")
+
+
+@given(
+    st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    st.booleans(), st.integers(1, 9), st.integers(1, 20),
+)
+def test_bounded_lines_gives_the_lines_or_refuses_the_first_too_long(
+        lines: list[bytes], final_newline: bool, piece: int, limit: int) -> None:
+    """Whatever the piece size: the same lines as splitting the whole file, or a HistoryError naming the
+    first line longer than the limit."""
+    import checkers.source as source
+
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    expected = data.split(b"\n")
+    if expected and expected[-1] == b"":
+        expected.pop()
+    too_long = next((n for n, line in enumerate(expected, start=1) if len(line) > limit), None)
+    original = source.LINE_PIECE
+    source.LINE_PIECE = piece
+    try:
+        if too_long is None:
+            assert list(source.bounded_lines(io.BytesIO(data), "h", limit)) == expected
+        else:
+            with pytest.raises(HistoryError, match=rf"^h:{too_long}: a line of more than {limit:,} bytes"):
+                list(source.bounded_lines(io.BytesIO(data), "h", limit))
+    finally:
+        source.LINE_PIECE = original
