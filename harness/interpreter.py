@@ -117,6 +117,18 @@ class Completion:
         return op.value
 
 
+def served_where_asked(op: Op, completion: Completion) -> Completion:
+    """``completion``, unless a local operation (``op.local``: a final read or poll that checks one node's
+    own state) was answered ``ok`` by another node than the one it names: then ``fail``, saying which
+    node answered. Such an answer says nothing about the named node, and a read or a poll has no effect,
+    so nothing is lost by calling it failed (docs/db-adapter.md, "Final local reads")."""
+    if not op.local or completion.type != "ok" or completion.node in (None, op.node):
+        return completion
+    return Completion("fail", node=completion.node, group=completion.group,
+                      error=f"served by {completion.node}, not {op.node}: a local {op.f} must be answered by "
+                            "the node it names")
+
+
 class Workload(Protocol):
     """The operations of a test (``workloads.ops.Workload``): an endless seeded stream per logical
     process, and the final phase's operations at one node over the keys the run used."""
@@ -672,6 +684,7 @@ class Interpreter:
             raise
         except Exception as exc:  # noqa: BLE001 - an unexpected client failure is indeterminate
             completion = Completion("info", node=op.node, error=f"client raised {type(exc).__name__}: {exc}")
+        completion = served_where_asked(op, completion)
         self.history.complete(
             process,
             completion.type,
