@@ -25,6 +25,8 @@ log "nats-server for the NATS JetStream DB adapter (fetched on this machine, upl
 bash scripts/install-nats.sh
 log "Redis and Sentinel for the Redis DB adapter (fetched on this machine, uploaded to the nodes by each run)"
 bash scripts/install-redis.sh
+log "RabbitMQ and Erlang for the RabbitMQ DB adapter (fetched on this machine, uploaded to the nodes by each run)"
+bash scripts/install-rabbitmq.sh
 log "Java for Spark"
 bash scripts/install-java.sh
 log "Chromium (report tests in a real browser)"

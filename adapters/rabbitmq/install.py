@@ -1,0 +1,132 @@
+"""RabbitMQ 3.10 on the controller: Debian's ``rabbitmq-server`` and the Erlang 25 it runs on, bundled once.
+
+The nodes have no route to a package mirror, so the controller fetches the packages through its own apt
+configuration (``apt-get download``: no host is named here), unpacks them with ``dpkg-deb -x`` (no
+maintainer scripts run) and packs what the nodes need into one tarball in a cache outside the repository;
+the adapter uploads it to each node and unpacks it into :data:`INSTALL_DIR` (``adapters.rabbitmq.db``).
+
+What the tarball holds, and why:
+
+* ``erlang/``: Debian's ``/usr/lib/erlang`` from ``erlang-base`` and the Erlang applications
+  ``rabbitmq-server`` depends on (:data:`ERLANG_PACKAGES`). Erlang's start scripts (``bin/erl``,
+  ``erts-*/bin/erl``, ``bin/start``) name their root directory literally (``ROOTDIR=/usr/lib/erlang``);
+  it is rewritten to :data:`ERLANG_ROOT`, as Erlang's own ``Install`` script does when a release moves.
+  The emulator links only libraries the node image has (libc, libm, libstdc++, libgcc_s, libtinfo, libz;
+  ``crypto.so`` libcrypto), so no library is bundled.
+* ``rabbitmq/``: the server's tree (``/usr/lib/rabbitmq/lib/rabbitmq_server-<version>``: ``sbin/`` with
+  ``rabbitmq-server`` and the CLI tools, ``plugins/``, ``escript/``). Debian's ``/usr/sbin`` wrappers,
+  which switch to a ``rabbitmq`` user and read ``/etc``, are left out: the adapter starts
+  ``rabbitmq/sbin/rabbitmq-server`` itself with every path in its environment.
+
+The cache is ``$CHAOS_HARNESS_CACHE/rabbitmq/`` (default ``${XDG_CACHE_HOME:-~/.cache}/chaos-harness``) and
+holds ``rabbitmq.tar.gz`` and ``VERSION`` (the ``rabbitmq-server`` package's version). ``python -m
+adapters.rabbitmq`` fills it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.db import debian
+from harness.db.debian import CachedBinary, Runner
+
+CACHE_NAME = "rabbitmq"
+BUNDLE = "rabbitmq.tar.gz"
+SERVER_PACKAGE = "rabbitmq-server"
+ERLANG_PACKAGES = (
+    "erlang-base", "erlang-asn1", "erlang-crypto", "erlang-eldap", "erlang-ftp", "erlang-inets",
+    "erlang-mnesia", "erlang-os-mon", "erlang-parsetools", "erlang-public-key", "erlang-runtime-tools",
+    "erlang-snmp", "erlang-ssl", "erlang-syntax-tools", "erlang-tftp", "erlang-tools", "erlang-xmerl",
+)
+"""``rabbitmq-server``'s Erlang dependencies (``apt-cache depends rabbitmq-server``, Debian bookworm)."""
+PACKAGES = (SERVER_PACKAGE, *ERLANG_PACKAGES)
+INSTALL_DIR = "/opt/chaos-rabbitmq"
+"""Where the nodes unpack the bundle (``adapters.rabbitmq.db``); the Erlang scripts are rewritten for it."""
+ERLANG_ROOT = f"{INSTALL_DIR}/erlang"
+ERLANG_IN_PACKAGE = Path("usr/lib/erlang")
+SERVER_IN_PACKAGE = Path("usr/lib/rabbitmq/lib")
+ROOTDIR_SCRIPTS = ("bin/erl", "bin/start", "erts-*/bin/erl", "erts-*/bin/start")
+"""Erlang's scripts that name their root directory."""
+INSTALL_HINT = "run python -m adapters.rabbitmq (it fetches Debian's rabbitmq-server and Erlang with apt)"
+_ROOTDIR = re.compile(r"^(\s*ROOTDIR=)\S+$", re.MULTILINE)
+
+
+class RabbitInstallError(RuntimeError):
+    """The RabbitMQ bundle is missing or could not be made: one sentence saying what to do."""
+
+
+RabbitBundle = CachedBinary
+"""The tarball of RabbitMQ and Erlang for the nodes, as test.json records it (``kind`` ``bundle``)."""
+
+
+def cache_dir() -> Path:
+    """Where the bundle is kept (outside the repository)."""
+    return debian.cache_dir(CACHE_NAME)
+
+
+def find_bundle(cache: Path | None = None) -> RabbitBundle:
+    """The cached bundle; raises :class:`RabbitInstallError` naming what to run when there is none."""
+    cache = cache if cache is not None else cache_dir()
+    path = cache / BUNDLE
+    if not path.is_file():
+        raise RabbitInstallError(f"Debian's RabbitMQ is not on the controller ({path} does not exist): "
+                                 f"{INSTALL_HINT}")
+    version_file = cache / "VERSION"
+    version = version_file.read_text().strip() if version_file.is_file() else "unknown"
+    return RabbitBundle(path, f"{SERVER_PACKAGE} {version}", debian.sha256_of(path), kind="bundle")
+
+
+def relocate_erlang(erlang: Path, root: str = ERLANG_ROOT) -> list[Path]:
+    """Point Erlang's start scripts under ``erlang`` at ``root`` (their ``ROOTDIR=`` lines); the scripts
+    rewritten."""
+    rewritten = []
+    for pattern in ROOTDIR_SCRIPTS:
+        for script in sorted(erlang.glob(pattern)):
+            text = script.read_text()
+            new = _ROOTDIR.sub(lambda m: m.group(1) + root, text)
+            if new != text:
+                script.write_text(new)
+                rewritten.append(script)
+    return rewritten
+
+
+def fetch(cache: Path | None = None, *, run: Runner = subprocess.run) -> RabbitBundle:
+    """Download the packages, unpack them, and keep the tarball of what the nodes need (module docstring)
+    in ``cache``, replacing what was there atomically."""
+    cache = cache if cache is not None else cache_dir()
+    with debian.fetching(cache) as work:
+        try:
+            debs = debian.download_all(PACKAGES, work, run=run)
+        except debian.FetchError as exc:
+            raise RabbitInstallError(str(exc)) from None
+        version = debian.package_version(debs[SERVER_PACKAGE], run=run)
+        root = work / "root"
+        for deb in debs.values():
+            debian.unpack(deb, root, run=run)
+        erlang = root / ERLANG_IN_PACKAGE
+        servers = sorted((root / SERVER_IN_PACKAGE).glob("rabbitmq_server-*"))
+        if not (erlang / "bin").is_dir():
+            raise RabbitInstallError(f"the packages hold no {ERLANG_IN_PACKAGE}/bin")
+        if not servers or not (servers[-1] / "sbin" / "rabbitmq-server").is_file():
+            raise RabbitInstallError(f"the packages hold no {SERVER_IN_PACKAGE}/rabbitmq_server-*/sbin/rabbitmq-server")
+        if not relocate_erlang(erlang):
+            raise RabbitInstallError(f"no ROOTDIR= line in Erlang's start scripts under {ERLANG_IN_PACKAGE}")
+        bundle = work / BUNDLE
+        with tarfile.open(bundle, "w:gz") as tar:
+            tar.add(erlang, arcname="erlang")
+            tar.add(servers[-1], arcname="rabbitmq")
+        os.replace(bundle, cache / BUNDLE)
+        (cache / "VERSION").write_text(version + "\n")
+    return find_bundle(cache)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m adapters.rabbitmq [--force]``: fetch RabbitMQ into the cache unless it is there."""
+    return debian.install_command(argv, prog="python -m adapters.rabbitmq", description=__doc__.splitlines()[0],
+                                  name="rabbitmq", find=find_bundle, fetch=fetch, error=RabbitInstallError,
+                                  without_apt="apt-get and dpkg-deb are needed to fetch RabbitMQ (Debian/Ubuntu)")
