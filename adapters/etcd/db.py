@@ -50,6 +50,7 @@ from adapters.etcd.client import CLIENT_PORT, LINEARIZABLE, EtcdWorkloadClient, 
 from adapters.etcd.install import EtcdBinary
 from harness.db import Deployment, StatusError
 from harness.db.daemon import Daemon, DaemonProcess
+from harness.db.http import status_errors
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -182,7 +183,7 @@ class EtcdDB(DaemonProcess):
         its own so that a paused member's stuck connection never delays the next poll."""
         url = self.client_urls(deployment)[node]
         async with http_client(timeout, self.transport) as http:
-            try:
+            with status_errors(timeout):
                 answer = await http.get(f"{url}/debug/vars")
                 raft = answer.json().get("raft.status") if answer.status_code == 200 else None
                 if not isinstance(raft, Mapping):
@@ -191,12 +192,6 @@ class EtcdDB(DaemonProcess):
                 lead = str(raft.get("lead", NO_MEMBER))
                 if lead != NO_MEMBER and lead not in self._member_names:
                     await self._learn_members(http, url)
-            except httpx.ConnectError as exc:
-                raise StatusError(f"connection refused: {exc}", definite=True) from None
-            except httpx.TimeoutException:
-                raise StatusError(f"no answer within {timeout:g} s", definite=False) from None
-            except (httpx.TransportError, ValueError) as exc:
-                raise StatusError(f"{type(exc).__name__}: {exc}", definite=False) from None
         return status_of(node, raft, self._member_names)
 
     async def _learn_members(self, http: httpx.AsyncClient, url: str) -> None:

@@ -48,6 +48,7 @@ from adapters.nats.client import CLIENT_PORT, NatsLogClient, home_server
 from adapters.nats.install import NatsBinary
 from harness.db import Deployment, StatusError
 from harness.db.daemon import Daemon, DaemonProcess
+from harness.db.http import status_errors
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -189,15 +190,9 @@ class NatsDB(DaemonProcess):
         """The server's own view of the meta group and of each stream it holds (module docstring)."""
         url = f"http://{deployment.client_hosts[node]}:{MONITOR_PORT}{STATUS_PATH}"
         async with httpx.AsyncClient(timeout=timeout, transport=self.transport) as http:
-            try:
+            with status_errors(timeout):
                 answer = await http.get(url)
                 jsz = answer.json() if answer.status_code == 200 else None
-            except httpx.ConnectError as exc:
-                raise StatusError(f"connection refused: {exc}", definite=True) from None
-            except httpx.TimeoutException:
-                raise StatusError(f"no answer within {timeout:g} s", definite=False) from None
-            except (httpx.TransportError, ValueError) as exc:
-                raise StatusError(f"{type(exc).__name__}: {exc}", definite=False) from None
         if not isinstance(jsz, Mapping):
             raise StatusError(f"no JetStream state at {STATUS_PATH} (HTTP {answer.status_code})", definite=False)
         return status_of(node, jsz)

@@ -62,6 +62,7 @@ from adapters.rabbitmq.client import AMQP_PORT, QUEUE_TYPES, RabbitQueueClient, 
 from adapters.rabbitmq.install import ERLANG_ROOT, INSTALL_DIR, RabbitBundle
 from harness.db import Deployment, NodeStartError, StatusError
 from harness.db.daemon import Daemon, DaemonProcess
+from harness.db.http import status_errors
 from workloads.queue import Delivery
 
 if TYPE_CHECKING:
@@ -309,15 +310,9 @@ class RabbitDB(DaemonProcess):
         """The node's view of each queue's leader (module docstring, "Status")."""
         url = f"{self._management(deployment, node)}{STATUS_PATH}"
         async with httpx.AsyncClient(timeout=timeout, transport=self.transport, auth=(USER, PASSWORD)) as http:
-            try:
+            with status_errors(timeout):
                 answer = await http.get(url)
                 queues = answer.json() if answer.status_code == 200 else None
-            except httpx.ConnectError as exc:
-                raise StatusError(f"connection refused: {exc}", definite=True) from None
-            except httpx.TimeoutException:
-                raise StatusError(f"no answer within {timeout:g} s", definite=False) from None
-            except (httpx.TransportError, ValueError) as exc:
-                raise StatusError(f"{type(exc).__name__}: {exc}", definite=False) from None
         if not isinstance(queues, list):
             raise StatusError(f"no queue list at {STATUS_PATH} (HTTP {answer.status_code})", definite=False)
         return status_of(node, queues)
