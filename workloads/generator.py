@@ -2,6 +2,9 @@
 
 * :func:`workload_names` / :func:`make_workload`: the registry (``register``, ``queue``, ``log``); an unknown
   name raises ``ValueError`` listing the valid ones.
+* :func:`workload_checkers` / :func:`workload_model`: what a workload declares on its class (its checkers,
+  its model), asked by name: how the judges, the direct one and the analysis, learn which checkers judge a
+  stored run of it. :func:`workloads_for`: the workloads a client that runs given operations serves.
 * :func:`workload_options` / :func:`parse_workload_options` / :func:`check_workload_options`: the options a
   user may set on each workload (its class's ``options``), from ``NAME=VALUE`` text or a suite's table.
 * :func:`workload_contract` / :func:`declared_contract`: what a workload lets the system under test
@@ -35,6 +38,27 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
 def workload_names() -> tuple[str, ...]:
     """The valid workload names."""
     return tuple(WORKLOADS)
+
+
+def workload_checkers(name: str | None) -> tuple[str, ...] | None:
+    """The checkers the workload called ``name`` declares (its class's ``checkers``); ``None`` for no name
+    or an unknown one."""
+    checkers = getattr(WORKLOADS.get(name or ""), "checkers", None)
+    return None if checkers is None else tuple(checkers)
+
+
+def workload_model(name: str | None) -> str | None:
+    """The model the workload called ``name`` declares (its class's ``model``); ``None`` for no name or an
+    unknown one."""
+    model = getattr(WORKLOADS.get(name or ""), "model", None)
+    return model if isinstance(model, str) else None
+
+
+def workloads_for(operations: Iterable[str]) -> tuple[str, ...]:
+    """The registered workloads a client that runs ``operations`` can serve: those whose declared
+    ``operations`` (what their client must implement) it runs all of, in registry order."""
+    runs = set(operations)
+    return tuple(name for name, factory in WORKLOADS.items() if set(getattr(factory, "operations", ())) <= runs)
 
 
 def workload_options(name: str) -> tuple[WorkloadOption, ...]:

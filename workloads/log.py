@@ -50,7 +50,8 @@ from workloads.ops import (
 APPEND = "append"
 POLL = "poll"
 LOG_CHECKERS: tuple[str, ...] = ("single-leader-per-term", "lsn-monotonicity", "log")
-"""What judges a log history: the log checker for the records, the journals' checkers for the cluster."""
+"""What judges a log history: the log checker for the records, the journals' checkers for the cluster
+(:attr:`LogWorkload.checkers`)."""
 FINAL_RETRIES = 10
 """Failed final polls one node may try again, in all (:meth:`LogWorkload.final_ops`)."""
 FINAL_POLL_LIMIT = 100_000
@@ -66,6 +67,12 @@ class LogWorkload:
     """
 
     name = "log"
+    operations = (APPEND, POLL)
+    client_ops = {
+        APPEND: "append ``value`` to the log; ``ok`` with ``[offset, value]``",
+        POLL: "read records from offset ``value`` (``ok`` with ``[[offset, value], ...]``); ``prepare(op)`` "
+              "fills in a null offset: one past the highest this process has read from the log",
+    }
     checkers = LOG_CHECKERS
     model = "log"
     options = (

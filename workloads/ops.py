@@ -6,8 +6,11 @@ the client choose), ``think``, the seconds the process waits before invoking it 
 operation completed), and ``local``: a read that ``node`` itself must serve (a linearizable follower
 read, not redirected to the leader), which the final phase uses to check every node's own state. Ops are pure data; a workload's streams are pure functions of its seed.
 
-A :class:`Workload` declares which checkers judge its histories (:data:`CHECKERS`) and the name of the
-sequential model the linearizability checker uses (``checkers.models``: ``cas-register``, ``queue``).
+A :class:`Workload` declares its own facts on its class, read by the harness and both judges through
+``workloads.generator`` (``workload_checkers``, ``workload_model``): the operations it invokes
+(``operations``), what a client must do to run each (``client_ops``), the checkers that judge its histories
+(``checkers``: each workload states its own list), the sequential model the linearizability checker uses
+(``model``, ``checkers.models``: ``cas-register``, ``queue``) and its final phase (``final_ops``).
 
 Where a client process sends an operation that names no node is the *client binding*
 (:data:`CLIENT_BINDINGS`, :func:`bind`), one policy for the container and the simulated clients.
@@ -21,8 +24,6 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-CHECKERS: tuple[str, ...] = ("single-leader-per-term", "lsn-monotonicity", "durability", "linearizable")
-"""The checkers of the register and queue workloads."""
 LOCAL_FS: tuple[str, ...] = ("read", "poll")
 """The operations that may be ``local`` (served by their node): the register's read, the log's poll."""
 
@@ -145,10 +146,17 @@ class WorkloadOption:
 
 class Workload(Protocol):
     """A seeded workload. Implementations: ``workloads.register``, ``workloads.queue``, ``workloads.log``;
-    each declares the options a user may set as ``options`` (:class:`WorkloadOption`)."""
+    each declares, as class attributes, its facts (module docstring) and the options a user may set as
+    ``options`` (:class:`WorkloadOption`)."""
 
     name: str
+    operations: tuple[str, ...]
+    """The ``f`` of every operation its streams and its final phase invoke."""
+    client_ops: Mapping[str, str]
+    """What a workload client must implement: each of :attr:`operations`, with what the client does to run
+    it (``harness.db.Clients``; the bundled cluster's is ``adapters.cluster.client``)."""
     checkers: tuple[str, ...]
+    """The checkers (``checkers.registry``) that judge its histories, in the order it states them."""
     model: str
 
     def stream(self, process: int) -> Iterator[Op]:

@@ -50,7 +50,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from workloads.ops import (
-    CHECKERS,
     FINAL_RETRY_THINK,
     VALUE_STRIDE,
     FinalOps,
@@ -119,7 +118,15 @@ class QueueWorkload:
     """Seeded put/consume/confirm operations over queues ``q0``.. ``q<queues-1>``."""
 
     name = "queue"
-    checkers = CHECKERS
+    operations = ("put", "consume", "confirm")
+    client_ops = {
+        "put": "enqueue ``value`` (``{guid, value}``), re-sending it with its GUID while an attempt may have "
+               "taken effect",
+        "consume": "take one message, ``ok`` null when the queue is empty; remember it to confirm",
+        "confirm": "confirm the message with GUID ``value``, or (``value`` null) the one this process "
+                   "consumed last from the queue and has not confirmed",
+    }
+    checkers = ("single-leader-per-term", "lsn-monotonicity", "durability", "linearizable")
     model = "queue"
     contract = Delivery
     options = (

@@ -25,7 +25,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
 from workloads.ops import (
-    CHECKERS,
     FINAL_RETRY_THINK,
     VALUE_STRIDE,
     FinalOps,
@@ -50,7 +49,13 @@ class RegisterWorkload:
     """
 
     name = "register"
-    checkers = CHECKERS
+    operations = ("read", "write", "cas")
+    client_ops = {
+        "read": "read the key's value; a local read (``Op.local``) is served by ``node`` itself",
+        "write": "write ``value`` to the key",
+        "cas": "set the key to ``value[1]`` if it holds ``value[0]``; ``fail`` with ``cas-mismatch`` if not",
+    }
+    checkers = ("single-leader-per-term", "lsn-monotonicity", "durability", "linearizable")
     model = "cas-register"
     options = (
         WorkloadOption("keys", int, "keys in use at once, k0 .. (default 5)"),

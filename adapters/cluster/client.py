@@ -78,6 +78,10 @@ def status_of(result: Result) -> dict[str, Any]:
 class ClusterWorkloadClient:
     """One logical process's connection to a ``cluster``: executes ops, remembers unconfirmed messages."""
 
+    operations: tuple[str, ...] = ("read", "write", "cas", "append", "poll", "put", "consume", "confirm")
+    """The operations :meth:`invoke` runs: it serves every workload that invokes only these
+    (``workloads.generator.workloads_for``)."""
+
     def __init__(
         self,
         client: Client,

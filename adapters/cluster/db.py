@@ -75,6 +75,7 @@ from adapters.cluster.processes import STORE_PORT as STORE_PORT
 from cluster.client import Client
 from harness.db import Deployment
 from harness.db.daemon import Daemon
+from workloads.generator import workloads_for
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -316,8 +317,11 @@ class ClusterDB(ClusterProcesses):
 
     # -- observation ----------------------------------------------------------------------------------
 
-    workloads = ("register", "queue", "log")
-    """The workloads ``ClusterWorkloadClient`` runs (``harness.db.Clients``)."""
+    @property
+    def workloads(self) -> tuple[str, ...]:
+        """The workloads ``ClusterWorkloadClient`` runs (``harness.db.Clients``): every registered one whose
+        operations it runs (``ClusterWorkloadClient.operations``)."""
+        return workloads_for(ClusterWorkloadClient.operations)
 
     async def open_client(self, deployment: Deployment, process: int, timeout: float) -> ClusterWorkloadClient:
         """A new client for one logical process, with connections of its own to every data node."""

@@ -13,6 +13,10 @@ is ``unknown``, never a pass). Two placements:
   P-compositional (each key is an independent object, Horn & Kroening 2015), which the checker itself
   exploits. :func:`merge_linearizability` folds the per-key verdicts back into the run's one verdict.
 
+Which checkers judge a run: those ``test.json`` names, else those its workload declares (``test.json``'s
+``workload``, asked through ``workloads.generator.workload_checkers``: the direct judge's list, which the
+composition took from the workload too), else every one that applies (a run of no known workload).
+
 The rules are the direct judge's (:mod:`harness.judge`, ``checkers.judge.judge_files``): a checker the
 adapter declares not applicable (``not_applicable`` in ``test.json``), or that the run shows cannot apply
 (:func:`harness.judge.observed_not_applicable`), is not run, is listed with its reason under
@@ -38,13 +42,16 @@ from checkers.verdict import UNKNOWN, Valid, Verdict, worst
 from harness.analysis.dataset import valid_text, valid_value
 from harness.coverage import below_minimum
 from harness.judge import observed_not_applicable
+from workloads.generator import workload_checkers, workload_model
 
 LINEARIZABLE = "linearizable"
 # Checkers that read the journals when there are any, and so cannot pass on a partial set of them.
 READS_JOURNALS = ("single-leader-per-term", "lsn-monotonicity", "durability")
 # Checkers that can still judge the journals alone when the history is unreadable.
 JOURNAL_ONLY = ("single-leader-per-term", "lsn-monotonicity")
-WORKLOAD_MODELS = {"register": "cas-register", "cas-register": "cas-register", "kv": "kv", "queue": "queue"}
+# Models of workload names no workload class answers for (older runs' names); a registered workload's
+# model is the one it declares (``workloads.generator.workload_model``).
+WORKLOAD_MODELS = {"cas-register": "cas-register", "kv": "kv"}
 # What the controller writes into results.json about the run itself (a simulated run: `sim`, its
 # fingerprint for replay); re-analysis keeps it.
 CONTROLLER_FIELDS = ("error", "teardown_errors", "stats", "sim", "coverage")
@@ -72,7 +79,7 @@ class RunParams:
     model: str | None = None
     model_inferred: bool = False
     final_after: int | None = None
-    # The checkers test.json asks for (the workload's); ``None``: every checker that applies.
+    # The checkers test.json asks for, else those its workload declares; ``None``: every checker that applies.
     checkers: tuple[str, ...] | None = None
     command: str | None = None
     # Checker -> why the adapter says it cannot judge this system (test.json's ``not_applicable``).
@@ -122,7 +129,7 @@ def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
     if model is None and isinstance(workload, Mapping):
         model = workload.get("model")
     if model is None:
-        model = WORKLOAD_MODELS.get(_name(workload) or "")
+        model = workload_model(_name(workload)) or WORKLOAD_MODELS.get(_name(workload) or "")
     inferred = False
     if model not in MODEL_NAMES:
         model, inferred = infer_model(history), True
@@ -141,11 +148,18 @@ def run_params(spec: Mapping[str, Any], history: History | None) -> RunParams:
         final_after=final_after
         if isinstance(final_after, int) and not isinstance(final_after, bool)
         else None,
-        checkers=tuple(str(c) for c in checkers) if isinstance(checkers, list | tuple) else None,
+        checkers=tuple(str(c) for c in checkers) if isinstance(checkers, list | tuple)
+        else workload_checkers(_name(workload)),
         command=command if isinstance(command, str) else None,
         not_applicable={str(k): str(v) for k, v in declared.items()} if isinstance(declared, Mapping) else {},
         delivery=dict(delivery) if isinstance(delivery, Mapping) else None,
     )
+
+
+def run_checkers(params: RunParams) -> tuple[str, ...]:
+    """The checkers that judge a run whatever it recorded: those ``test.json`` names or its workload
+    declares (:func:`run_params`), else every registered checker (a run of no known workload)."""
+    return params.checkers if params.checkers is not None else tuple(CHECKERS)
 
 
 @dataclass
@@ -211,15 +225,15 @@ def run_level_checks(
 ) -> RunChecks:
     """Run the run's checkers but linearizability, which is left pending for the per-key stage.
 
-    The checkers are those ``test.json`` names (the workload's), else every one that applies, less those
-    not applicable to the system (module docstring). A named checker that does not apply to this run, or
+    The checkers are those ``test.json`` names, else its workload's, else every one that applies, less
+    those not applicable to the system (module docstring). A named checker that does not apply to this run, or
     does not exist, is ``unknown`` with the reason: never dropped.
     """
     checks = RunChecks()
     if history is None:
         reason = history_error or "history.jsonl could not be read"
         empty = History(source="history.jsonl", events=(), ops=(), nemesis=())
-        for name in params.checkers if params.checkers is not None else tuple(CHECKERS):
+        for name in run_checkers(params):
             if name in params.not_applicable:
                 checks.not_applicable[name] = params.not_applicable[name]
             elif name in JOURNAL_ONLY and journals:

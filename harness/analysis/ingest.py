@@ -56,7 +56,6 @@ from checkers.history import (
     parse_journal,
 )
 from checkers.leader import STATUS
-from checkers.registry import CHECKERS
 from checkers.verdict import UNKNOWN, Verdict
 from harness.analysis.checks import (
     LINEARIZABLE,
@@ -64,6 +63,7 @@ from harness.analysis.checks import (
     RunParams,
     check_key,
     merge_linearizability,
+    run_checkers,
     run_level_checks,
     run_params,
 )
@@ -535,11 +535,17 @@ def read_run(
 
 def crashed_run(
     path: str, test: str, run: str, exc: Exception, *, suite: str | None = None, night: str | None = None,
-    target: float | None = None,
+    target: float | None = None, spec: bytes | None = None,
 ) -> RunRecords:
-    """The rows of a run whose analysis raised: unknown, with the error, and nothing else."""
+    """The rows of a run whose analysis raised: unknown, with the error, and nothing else. Unknown are the
+    checkers that judge the run (``spec``, its ``test.json``: those it names, else its workload's;
+    ``harness.analysis.checks.run_checkers``), every registered one when it says neither."""
     reason = f"the analysis crashed on this run: {type(exc).__name__}: {exc}"
-    checks = RunChecks(verdicts={name: Verdict(UNKNOWN, reason) for name in CHECKERS})
+    try:
+        names = run_checkers(run_params(read_spec(spec)[0], None))
+    except Exception:  # noqa: BLE001 - the crash may have been in reading test.json: every checker then
+        names = run_checkers(RunParams())
+    checks = RunChecks(verdicts={name: Verdict(UNKNOWN, reason) for name in names})
     error = InputError(file=".", line=None, reason=reason)
     row: dict[str, Any] = {
         "test": test,
@@ -629,7 +635,8 @@ def ingest_task(
                         max_states=max_states, tables=tables, split_from_bytes=split_from_bytes,
                     )  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - one run the analysis cannot handle stays one run
-                    records = crashed_run(path, test, run, exc, suite=suite, night=night, target=target)
+                    records = crashed_run(path, test, run, exc, suite=suite, night=night, target=target,
+                                          spec=files.get(TEST_JSON))
                 del files
                 # One row per batch: several big payloads in one batch could outgrow Arrow's 2 GiB a column.
                 out = [pa.RecordBatch.from_pylist([row], schema=schema) for row in output_rows(records, test, run)]

@@ -357,12 +357,32 @@ def test_the_ingestion_task_turns_a_crash_into_an_unknown_run(tmp_path: Path, mo
     assert runs[good.name]["path"] == str(good)
     assert "the analysis crashed on this run: RecursionError" in runs[bad.name]["input_errors_json"]
     verdicts = [r for r in rows if r["kind"] == "verdict" and r["run"] == bad.name]
-    from checkers.registry import CHECKERS
-
-    assert {json.loads(r["text"])["valid"] for r in verdicts} == {"unknown"} and len(verdicts) == len(CHECKERS)
+    # Unknown for the checkers that judge the run (those test.json names), not for every registered one.
+    named = json.loads((bad / "test.json").read_text())["checkers"]
+    assert {json.loads(r["text"])["valid"] for r in verdicts} == {"unknown"}
+    assert sorted(r["name"] for r in verdicts) == sorted(named)
     tables = {(r["run"], r["name"]): r["payload"] for r in rows if r["kind"] == "table"}
     assert pq.read_table(io.BytesIO(tables[(good.name, "operations")])).num_rows == 20 + 3 + 2
     assert (bad.name, "operations") not in tables
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({"workload": "log"}, "log"),  # test.json names the workload only: its checkers
+    ({}, None),  # neither checkers nor a workload: every registered checker, as before
+])
+def test_a_crashed_run_is_unknown_for_its_workloads_checkers(
+        tmp_path: Path, fields: dict[str, str], expected: str | None) -> None:
+    from checkers.registry import CHECKERS
+    from harness.analysis import ingest
+    from workloads.generator import workload_checkers
+
+    spec = json.dumps({"test": "t", **fields}).encode()
+    records = ingest.crashed_run("p", "t", "r", RuntimeError("boom"), spec=spec)
+    names = list(records.checks.verdicts)
+    assert names == list(workload_checkers(expected) if expected else CHECKERS)
+    assert {v.valid for v in records.checks.verdicts.values()} == {"unknown"}
+    assert list(ingest.crashed_run("p", "t", "r", RuntimeError("boom"), spec=b"{not json").checks.verdicts) == list(
+        CHECKERS)
 
 
 def test_a_big_run_is_split_between_two_tasks_that_together_say_what_one_would(tmp_path: Path) -> None:

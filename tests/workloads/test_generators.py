@@ -15,8 +15,16 @@ from hypothesis import strategies as st
 from checkers.models import MODELS
 from checkers.registry import CHECKERS as REGISTERED_CHECKERS
 from tests.hash_seeds import outputs_under_hash_seeds
-from workloads.generator import declared_contract, make_workload, plan, workload_contract, workload_names
-from workloads.ops import CHECKERS, FINAL_RETRY_THINK, VALUE_STRIDE, Op
+from workloads.generator import (
+    declared_contract,
+    make_workload,
+    plan,
+    workload_checkers,
+    workload_contract,
+    workload_model,
+    workload_names,
+)
+from workloads.ops import FINAL_RETRY_THINK, VALUE_STRIDE, Op
 from workloads.queue import (
     DRAIN_GIVE_UP,
     DRAIN_MARGIN,
@@ -54,8 +62,26 @@ def test_workloads_declare_their_checkers_and_a_known_model(name: str) -> None:
     assert set(workload.checkers) <= set(REGISTERED_CHECKERS)
     # A workload asks for linearizability exactly when the checker knows its model.
     assert ("linearizable" in workload.checkers) == (workload.model in MODELS)
-    if name != "log":
-        assert workload.checkers == CHECKERS
+    # What the judges ask by name is what the class declares.
+    assert workload_checkers(name) == tuple(workload.checkers) and workload_model(name) == workload.model
+
+
+@pytest.mark.parametrize("name", workload_names())
+def test_workloads_declare_the_operations_they_invoke_and_what_their_client_runs(name: str) -> None:
+    workload = make_workload(name, random.Random(0))
+    invoked = {op.f for ops in plan(workload, range(10), 10.0).values() for op in ops}
+    final = workload.final_ops("n1", sorted({op.key for ops in plan(workload, range(3), 2.0).values() for op in ops}))
+    completion = None
+    while True:
+        try:
+            op = final.send(completion)
+        except StopIteration:
+            break
+        invoked.add(op.f)
+        completion = {"type": "ok", "value": None}
+    assert invoked == set(workload.operations)
+    assert tuple(workload.client_ops) == tuple(workload.operations)
+    assert all(isinstance(text, str) and text for text in workload.client_ops.values())
 
 
 @pytest.mark.parametrize("name", workload_names())
