@@ -19,10 +19,10 @@ from harness.db.plugin import DBContext, DBPlugin, PluginError, load_plugin, plu
 from harness.spec import DEFAULT_IMAGE, ConfigError, TestSpec, rng_for
 from harness.store import StoreError, test_directory
 from nemesis.generator import (
-    CLOCK_PACKAGES,
     NemesisOptions,
     ScheduledFault,
     check_cluster_size,
+    clock_packages,
     generate_schedule,
     parse_nemesis,
 )
@@ -139,7 +139,7 @@ def compose(spec: TestSpec, db: DB | None = None) -> Composition:
     if spec.platform == "ssh" and not spec.hosts:
         raise ConfigError("the ssh platform needs --hosts FILE, a TOML file naming each node's machine (docs/ssh.md)")
     faketime = None
-    clocks = [name for name in packages if name in CLOCK_PACKAGES]
+    clocks = [name for name in packages if name in clock_packages()]
     if clocks and spec.platform != "sim":
         try:
             vendored_libfaketime()

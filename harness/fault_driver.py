@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.db import Deployment, Pause, Process, fault_targets, has_capability, reply_ports
-from nemesis.driver import FaultDriver, ProcessActions
+from nemesis.driver import Action, FaultDriver, ProcessActions
 from nemesis.faults import Outcome
 from nemesis.remote import Remote
 from nemesis.shell import FakeTime, ShellClocks, ShellNet, teardown
@@ -33,9 +33,18 @@ class AdapterProcesses(ProcessActions):
         self.deployment = deployment
         self.remotes = dict(remotes)
 
-    def act(self, action: str, targets: Sequence[str]) -> Outcome:
-        method = self._resume_if_running if action == "resume" else getattr(self.db, action)
-        return self._each(targets, method)
+    def act(self, action: Action, targets: Sequence[str]) -> Outcome:
+        """``action.verb`` on each target through the adapter's method of that name (``-`` read as ``_``:
+        ``truncate-tail`` is ``truncate_tail``), called with the action's argument as keywords."""
+        if action.verb == "resume":
+            return self._each(targets, self._resume_if_running)
+        method = getattr(self.db, action.verb.replace("-", "_"), None)
+        if not callable(method):
+            return Outcome(error=f"the DB adapter has no {action.verb.replace('-', '_')}() to {action.verb} with")
+        if not action.argument:
+            return self._each(targets, method)
+        return self._each(targets, lambda deployment, node, remote: method(deployment, node, remote,
+                                                                             **action.argument))
 
     def _resume_if_running(self, deployment: Deployment, node: str, remote: Remote) -> None:
         """SIGCONT a process that runs; one that is down has nothing to resume."""

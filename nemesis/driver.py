@@ -19,7 +19,9 @@ schedule left symbolic (``leader``, a partition aimed at the leader) against the
 hands each protocol concrete nodes, and keeps, in one place, the record the final phase undoes
 (:meth:`FaultDriver.recovery_faults`) and the live view shows (:meth:`FaultDriver.active`). A new fault
 touches the vocabulary (``nemesis.faults``), its generator (``nemesis.generator``) and the protocol
-implementations, never this dispatch's callers.
+implementations, never this dispatch's callers. A fault a package registers
+(``nemesis.faults.FAULT_TYPES``) needs no branch here: its ``action()`` names an :class:`Action`, a verb
+with the values the fault carries, which the driver hands ``Processes.act`` with the resolved targets.
 
 Every protocol method returns an :class:`~nemesis.faults.Outcome`: ``value`` is what was actually applied
 (the history's nemesis completion value, FORMATS.md), ``error`` what could not be. Process methods return
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nemesis import grudge as grudges
@@ -96,24 +99,40 @@ class Processes(Protocol):
     def resume(self, targets: Sequence[str]) -> Outcome: ...
 
 
-class ProcessActions:
-    """A :class:`Processes` whose four faults are one method: ``act(action, targets)``, ``action`` being
-    ``"kill"``, ``"start"``, ``"pause"`` or ``"resume"``."""
+@dataclass(frozen=True)
+class Action:
+    """What a process fault asks of the system's processes: a ``verb`` (``kill``, ``start``, ``pause``,
+    ``resume``, or a registered fault's own, such as ``truncate-tail``) and the values the fault carries
+    (``{"bytes": 512}``), which travel with it to the implementation; the four shipped verbs carry none."""
 
-    def act(self, action: str, targets: Sequence[str]) -> Outcome:
+    verb: str
+    argument: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "argument", dict(self.argument))
+
+    def __hash__(self) -> int:
+        return hash((self.verb, tuple(sorted(self.argument.items()))))
+
+
+class ProcessActions:
+    """A :class:`Processes` whose faults are one method: ``act(action, targets)``, ``action`` being an
+    :class:`Action` (``Action("kill")``, ..., or a registered fault's verb with its argument)."""
+
+    def act(self, action: Action, targets: Sequence[str]) -> Outcome:
         raise NotImplementedError
 
     def kill(self, targets: Sequence[str]) -> Outcome:
-        return self.act("kill", targets)
+        return self.act(Action("kill"), targets)
 
     def start(self, targets: Sequence[str]) -> Outcome:
-        return self.act("start", targets)
+        return self.act(Action("start"), targets)
 
     def pause(self, targets: Sequence[str]) -> Outcome:
-        return self.act("pause", targets)
+        return self.act(Action("pause"), targets)
 
     def resume(self, targets: Sequence[str]) -> Outcome:
-        return self.act("resume", targets)
+        return self.act(Action("resume"), targets)
 
 
 NO_CLOCKS = "clock faults need libfaketime on the nodes (no clock control configured)"
@@ -201,6 +220,16 @@ class FaultDriver:
             action = {Kill: self.processes.kill, Start: self.processes.start, Pause: self.processes.pause,
                       Resume: self.processes.resume}[type(fault)]
             return action(self._targets(fault, leader))
+        action = getattr(fault, "action", None)
+        if callable(action):  # a registered fault (nemesis.faults.FAULT_TYPES): its verb and its values
+            if self.processes is None:
+                return Outcome(error=NO_PROCESSES)
+            act = getattr(self.processes, "act", None)
+            todo: Action = action()
+            if not callable(act):
+                return Outcome(error=f"this platform's processes cannot {todo.verb} (no act())")
+            targets = self._targets(fault, leader) if hasattr(fault, "targets") else self.nodes
+            return act(todo, targets)
         raise ValueError(f"no platform applies {fault!r}")
 
     # -- what is in effect ----------------------------------------------------------------------------

@@ -179,6 +179,17 @@ def _targets_json(targets: Targets) -> str | list[str]:
     return targets if isinstance(targets, str) else list(targets)
 
 
+def parse_targets(value: Any, what: str) -> Targets:
+    """A fault's targets as given (a spec of :data:`TARGET_SPECS` or distinct node names), normalised;
+    ``ValueError`` naming ``what`` otherwise. For fault classes outside this module."""
+    return _targets(value, what)
+
+
+def targets_to_json(targets: Targets) -> str | list[str]:
+    """Targets as plain JSON (a spec, or a list of node names)."""
+    return _targets_json(targets)
+
+
 def _seconds(value: Any, what: str, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"{what} must be a finite number of seconds, not {value!r}")
@@ -461,9 +472,35 @@ HEALS: tuple[str, ...] = ("heal", "start", "resume", "heal-loss", "heal-latency"
 """The ``f`` of operations that end a fault (plus ``clock`` with ``kind: reset``)."""
 
 
+FAULT_TYPES: dict[str, type] = {}
+"""Fault classes a nemesis package brings beyond this vocabulary, by ``f`` (``nemesis.generator.
+register_package`` adds them). Each is a frozen dataclass with ``f: ClassVar[str]``, ``value()`` (plain
+JSON), a classmethod ``from_value(value)`` (its inverse, ``ValueError`` naming what is wrong) and
+``action()`` (what the driver hands ``Processes.act``: ``nemesis.driver.Action``); it may have ``targets``
+(resolved by the driver), ``heals: ClassVar[bool]`` (it ends a fault) and ``describe()`` (one line)."""
+
+
+def check_fault_type(cls: type) -> None:
+    """``ValueError`` unless ``cls`` can join the vocabulary (:data:`FAULT_TYPES`): an ``f`` of its own, and
+    ``value``, ``from_value`` and ``action``."""
+    f = getattr(cls, "f", None)
+    if not isinstance(f, str) or not f:
+        raise ValueError(f"fault class {cls.__name__} needs a class attribute f naming its operation")
+    if f in FAULT_FUNCTIONS or FAULT_TYPES.get(f, cls) is not cls:
+        raise ValueError(f"fault class {cls.__name__}: the operation {f!r} exists already")
+    missing = [m for m in ("value", "from_value", "action") if not callable(getattr(cls, m, None))]
+    if missing:
+        raise ValueError(f"fault class {cls.__name__} needs {', '.join(m + '()' for m in missing)}")
+
+
+def fault_functions() -> tuple[str, ...]:
+    """Every nemesis ``f`` a history may carry: :data:`FAULT_FUNCTIONS` and the registered ones."""
+    return FAULT_FUNCTIONS + tuple(FAULT_TYPES)
+
+
 def is_heal(fault: Fault) -> bool:
     """Whether the operation ends a fault rather than starting one."""
-    return fault.f in HEALS or isinstance(fault, ClockReset)
+    return fault.f in HEALS or isinstance(fault, ClockReset) or bool(getattr(fault, "heals", False))
 
 
 def fault_to_json(fault: Fault) -> dict[str, Any]:
@@ -518,7 +555,9 @@ def fault_from_json(data: Mapping[str, Any]) -> Fault:
             delay_ms=_field(value, "delay_ms", f),
             jitter_ms=value.get("jitter_ms", 0.0),
         )
-    raise ValueError(f"unknown nemesis operation {f!r}; use one of {', '.join(FAULT_FUNCTIONS)}")
+    if f in FAULT_TYPES:
+        return FAULT_TYPES[f].from_value(value)
+    raise ValueError(f"unknown nemesis operation {f!r}; use one of {', '.join(fault_functions())}")
 
 
 def fault_nodes(fault: Fault) -> frozenset[str]:
@@ -659,6 +698,11 @@ def describe(fault: Fault) -> str:
     if isinstance(fault, Latency):
         return f"latency {fault.delay_ms:g}ms on {_who(fault.targets)}"
     if isinstance(fault, Kill | Start | Pause | Resume):
+        return f"{fault.f} {_who(fault.targets)}"
+    own = getattr(fault, "describe", None)
+    if callable(own):
+        return str(own())
+    if isinstance(getattr(fault, "targets", None), str | tuple):
         return f"{fault.f} {_who(fault.targets)}"
     return fault.f
 

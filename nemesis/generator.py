@@ -15,7 +15,7 @@ packages a test asks for into one schedule of pure data, as Jepsen's combined ne
 2. each package draws from its own generator, seeded from ``rng`` in :data:`PACKAGES` order whether or
    not the package is asked for, so a package's faults do not change when others are added: the
    partitions of ``partition,kill`` are those of ``partition`` alone;
-3. at ``time_limit`` the final heal phase heals every package asked for, in :data:`FINAL_HEAL_ORDER`
+3. at ``time_limit`` the final heal phase heals every package asked for, in :func:`final_heal_order`
    (network first, then processes, then clocks), whether or not its fault is active, so the cluster is
    whole again before the final reads.
 
@@ -43,11 +43,14 @@ election, and the single-fault packages at their usual pace cause about four a m
 from __future__ import annotations
 
 import math
+import operator
 import random
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nemesis import faults as vocabulary
 from nemesis import grudge as grudges
 from nemesis.faults import (
     ClockBump,
@@ -151,12 +154,42 @@ class Pace:
 
 
 @dataclass(frozen=True)
-class Package:
-    """One family of faults: how to draw a fault, and the operation(s) that heal it.
+class Family:
+    """How the report draws the faults a package brings: one lane called ``name``, its bands in ``colour``.
 
-    ``heal`` heals anything the package may have done (the final heal phase uses it); ``heal_of``, when
-    given, is the heal of one drawn step (a leader kill is healed by a start, not also by a heal and a
-    resume). ``pace``, when given, replaces the run's interval for this package (:class:`Pace`).
+    ``faults`` are the ``f`` of the operations that begin a fault of the family, ``heals`` those that end
+    one. ``per_node``: each node's fault is its own span, ended by a heal that names the node (kill/start,
+    pause/resume). ``lasting`` False: a fault is over when its operation completes (a cut of a file's tail
+    leaves nothing to heal), so its band runs from invoke to completion instead of to the next heal.
+    """
+
+    name: str
+    colour: str
+    faults: tuple[str, ...]
+    heals: tuple[str, ...] = ()
+    per_node: bool = False
+    lasting: bool = True
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"#[0-9a-fA-F]{6}", self.colour):
+            raise ValueError(f"fault family {self.name}: colour must be #rrggbb, not {self.colour!r}")
+        if not re.fullmatch(r"[a-z][a-z0-9-]*", self.name):
+            raise ValueError(f"fault family name must be lower-case words joined by '-', not {self.name!r}")
+
+
+@dataclass(frozen=True)
+class Package:
+    """One family of faults and everything the harness knows about it, declared in one place.
+
+    ``fault`` draws a step; ``heal`` heals anything the package may have done (the final heal phase uses
+    it); ``heal_of``, when given, is the heal of one drawn step (a leader kill is healed by a start, not
+    also by a heal and a resume). ``pace``, when given, replaces the run's interval for this package
+    (:class:`Pace`). ``needs`` names the DB capabilities the package's faults need (``harness.db``'s
+    registry: composition refuses a DB without them); ``family`` is the report's lane for the faults the
+    package brings (``None`` for a package composed of other packages' faults, drawn in their lanes);
+    ``final_heal`` places its heal in the final heal phase, lowest first (network 10s, processes 40s to
+    60s, clocks 70s: :func:`final_heal_order`); ``faults`` are fault classes of its own beyond the
+    vocabulary of :mod:`nemesis.faults` (:func:`register_package` registers them).
     """
 
     name: str
@@ -166,6 +199,10 @@ class Package:
     min_nodes: int = 1
     pace: Pace | None = None
     heal_of: Callable[[Step], Step] | None = None
+    needs: tuple[str, ...] = ()
+    family: Family | None = None
+    final_heal: int = 90
+    faults: tuple[type, ...] = ()
 
 
 def _operations(step: Step) -> tuple[Fault, ...]:
@@ -323,31 +360,53 @@ PACKAGES: dict[str, Package] = {
             _partition,
             Heal,
             min_nodes=2,
+            needs=("Status",),
+            family=Family("partition", "#4c7dd9", faults=("partition",), heals=("heal",)),
+            final_heal=10,
         ),
         Package(
             "kill",
             "SIGKILL node processes (one, minority, majority, leader, all); heal starts every node that is down",
             _node_fault(Kill, lambda o: o.kill_targets),
             lambda: Start("all"),
+            needs=("Process", "Status"),
+            family=Family("kill", "#d64545", faults=("kill",), heals=("start",), per_node=True),
+            final_heal=60,
         ),
         Package(
             "pause",
             "SIGSTOP node processes (one, minority, majority, leader, all); heal sends SIGCONT to all",
             _node_fault(Pause, lambda o: o.pause_targets),
             lambda: Resume("all"),
+            needs=("Pause", "Status"),
+            family=Family("pause", "#8e6bd8", faults=("pause",), heals=("resume",), per_node=True),
+            final_heal=50,
         ),
         Package(
             "clock",
             "wall-clock bumps of up to minutes and strobes through libfaketime; heal resets every clock",
             _clock,
             lambda: ClockReset("all"),
+            needs=("ClockSkew",),
+            # A reset is a ``clock`` operation too (``value.kind``): nemesis.faults.is_heal tells it apart.
+            family=Family("clock", "#e0a000", faults=("clock",)),
+            final_heal=70,
         ),
-        Package("loss", "random packet loss between nodes (iptables statistic match)", _loss, HealLoss),
+        Package(
+            "loss",
+            "random packet loss between nodes (iptables statistic match)",
+            _loss,
+            HealLoss,
+            family=Family("loss", "#1aa39a", faults=("loss",), heals=("heal-loss",)),
+            final_heal=20,
+        ),
         Package(
             "latency",
             "netem delay on node interfaces (recorded as unavailable where the kernel lacks netem)",
             _latency,
             HealLatency,
+            family=Family("latency", "#7cb342", faults=("latency",), heals=("heal-latency",)),
+            final_heal=30,
         ),
         Package(
             "leader-clock",
@@ -356,6 +415,8 @@ PACKAGES: dict[str, Package] = {
             _leader_clock,
             lambda: (Heal(), ClockReset("all")),
             min_nodes=3,
+            needs=("ClockSkew", "Status"),
+            final_heal=11,
         ),
         # The election storms (module docstring). Appended after the others: every package's stream is
         # seeded in this order, so the earlier packages' schedules did not move when these were added.
@@ -368,6 +429,8 @@ PACKAGES: dict[str, Package] = {
             min_nodes=3,
             pace=Pace(hold=(1.0, 2.5), gap=(0.3, 1.0)),
             heal_of=_churn_heal,
+            needs=("Process", "Pause", "Status"),
+            final_heal=40,  # heals all three of its kinds, network first
         ),
         Package(
             "timeout-storm",
@@ -377,6 +440,8 @@ PACKAGES: dict[str, Package] = {
             lambda: Resume("all"),
             min_nodes=3,
             pace=Pace(hold=(1.5, 3.5), gap=(0.5, 1.5)),
+            needs=("Pause", "Status"),
+            final_heal=41,
         ),
         Package(
             "ring-storm",
@@ -385,6 +450,7 @@ PACKAGES: dict[str, Package] = {
             Heal,
             min_nodes=3,
             pace=Pace(hold=(1.0, 3.0), gap=(0.1, 0.5)),
+            final_heal=12,
         ),
         Package(
             "slow-net",
@@ -393,6 +459,7 @@ PACKAGES: dict[str, Package] = {
             _slow_net,
             lambda: (HealLatency(), HealLoss()),
             pace=Pace(hold=(2.0, 5.0), gap=(0.5, 2.0)),
+            final_heal=31,
         ),
     )
 }
@@ -400,15 +467,44 @@ PACKAGES: dict[str, Package] = {
 STORMS: tuple[str, ...] = ("leader-churn", "timeout-storm", "ring-storm", "slow-net")
 """The election-storm packages (module docstring)."""
 
-CLOCK_PACKAGES: tuple[str, ...] = ("clock", "leader-clock")
-"""The packages that move wall clocks: on real nodes they need libfaketime (``nemesis.shell.FakeTime``)."""
+def final_heal_order() -> tuple[str, ...]:
+    """Every package in the order the final heal phase heals them: by ``Package.final_heal`` (network
+    first, so restarted nodes find their peers, then processes, then clocks), ties in :data:`PACKAGES`
+    order."""
+    return tuple(sorted(PACKAGES, key=lambda name: PACKAGES[name].final_heal))
 
-FINAL_HEAL_ORDER: tuple[str, ...] = (
-    "partition", "leader-clock", "ring-storm", "loss", "latency", "slow-net", "leader-churn", "timeout-storm",
-    "pause", "kill", "clock",
-)
-"""Network first (so restarted nodes find their peers), then processes, then clocks. ``leader-churn``
-heals all three of its kinds, network first."""
+
+def clock_packages() -> tuple[str, ...]:
+    """The packages that move wall clocks (they need ``ClockSkew``): on real nodes they need libfaketime
+    (``nemesis.shell.FakeTime``)."""
+    return tuple(name for name, package in PACKAGES.items() if "ClockSkew" in package.needs)
+
+
+def fault_families() -> tuple[Family, ...]:
+    """The report's fault families, in package order: one per package that brings faults of its own."""
+    return tuple(package.family for package in PACKAGES.values() if package.family is not None)
+
+
+def register_package(package: Package, setitem: Callable[[Any, Any, Any], None] = operator.setitem) -> None:
+    """Add ``package`` at the end of :data:`PACKAGES` (so no existing seed's schedule moves), and its own
+    fault classes to the vocabulary (``nemesis.faults.FAULT_TYPES``), through ``setitem``
+    (``monkeypatch.setitem`` in a test, to undo it afterwards). ``ValueError`` if the name or an ``f`` is
+    taken."""
+    if package.name in PACKAGES:
+        raise ValueError(f"nemesis package {package.name!r} exists already")
+    for cls in package.faults:
+        vocabulary.check_fault_type(cls)
+    for cls in package.faults:
+        setitem(vocabulary.FAULT_TYPES, cls.f, cls)
+    setitem(PACKAGES, package.name, package)
+
+
+CLOCK_PACKAGES: tuple[str, ...] = clock_packages()
+"""The shipped packages that move wall clocks (:func:`clock_packages` includes registered ones)."""
+
+FINAL_HEAL_ORDER: tuple[str, ...] = final_heal_order()
+"""The shipped packages in final-heal order (:func:`final_heal_order` includes registered ones).
+``leader-churn`` heals all three of its kinds, network first."""
 
 
 def nemesis_names() -> tuple[str, ...]:
@@ -488,7 +584,7 @@ def generate_schedule(
     order = {name: i for i, name in enumerate(PACKAGES)}
     schedule.sort(key=lambda entry: (entry.at, order[entry.package]))
     end = round(float(time_limit), 3)
-    for name in FINAL_HEAL_ORDER:
+    for name in final_heal_order():
         if name in names:
             schedule.extend(ScheduledFault(end, name, fault) for fault in _operations(PACKAGES[name].heal()))
     return tuple(schedule)

@@ -76,7 +76,7 @@ from harness.history import line_encoder
 from harness.sim.clock import NS, WALL_EPOCH, NodeClock, to_ns
 from harness.sim.disk import SimDisk
 from harness.sim.network import NetworkOptions, SimNet, SimNetwork
-from nemesis.driver import ProcessActions
+from nemesis.driver import Action, ProcessActions
 from nemesis.faults import Outcome
 
 # Event kinds (small ints: the queue's hot path compares them).
@@ -727,8 +727,10 @@ class SimProcesses(ProcessActions):
     def __init__(self, world: World) -> None:
         self.world = world
 
-    def act(self, action: str, targets: Sequence[str]) -> Outcome:
-        return self._each(targets, getattr(self.world, action))
+    def act(self, action: Action, targets: Sequence[str]) -> Outcome:
+        if action.verb not in ("kill", "start", "pause", "resume"):
+            return Outcome(error=f"the simulated cluster cannot {action.verb}")
+        return self._each(targets, getattr(self.world, action.verb))
 
     @staticmethod
     def _each(targets: Sequence[str], action: Callable[[str], bool]) -> Outcome:

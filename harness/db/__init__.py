@@ -12,8 +12,9 @@ capability against its protocol: each method exists, is callable, is a coroutine
 protocol's is (``async def``) and a plain one where it is not, and accepts the arguments the harness
 passes. An adapter that declares nothing has the capabilities whose methods it has, judged the same way
 (so a string attribute named like a method claims nothing). :func:`has_capability` is the one test of a
-capability the harness makes; :data:`CAPABILITY_METHODS` is the registry of capabilities and
-:data:`NEMESIS_CAPABILITIES` says which ones each nemesis needs.
+capability the harness makes; :data:`CAPABILITY_METHODS` is the registry of capabilities. Which ones a
+nemesis needs, each nemesis package declares by name (``nemesis.generator.Package.needs``), read by
+:func:`nemesis_needs` (and :data:`NEMESIS_CAPABILITIES`, the same as protocols).
 
 =============  ====================================  ==========================================
 capability     methods                               needed by
@@ -69,9 +70,11 @@ with or without the capability.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from nemesis import generator as nemesis_generator
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -317,17 +320,32 @@ def collected_files(db: object, deployment: Deployment, host: str) -> dict[str, 
     return {}
 
 
-# Which capabilities each nemesis needs from the DB. Partitions, packet loss and latency act on the node's
-# network through its shell; packages that may aim a fault at the current leader also need Status.
-NEMESIS_CAPABILITIES: dict[str, tuple[type, ...]] = {
-    "partition": (Status,),
-    "kill": (Process, Status),
-    "pause": (Pause, Status),
-    "clock": (ClockSkew,),
-    "leader-clock": (ClockSkew, Status),
-    "leader-churn": (Process, Pause, Status),
-    "timeout-storm": (Pause, Status),
-}
+class _NemesisCapabilities(Mapping[str, tuple[type, ...]]):
+    """Nemesis name -> the capability protocols it needs: a live view of what each package declares
+    (``nemesis.generator.Package.needs``), for every package that needs one, in package order."""
+
+    def __getitem__(self, nemesis: str) -> tuple[type, ...]:
+        return tuple(_needed(nemesis, name) for name in nemesis_needs()[nemesis])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(nemesis_needs())
+
+    def __len__(self) -> int:
+        return len(nemesis_needs())
+
+
+def _needed(nemesis: str, name: str) -> type:
+    capability = capability_named(name)
+    if capability is None:
+        raise MissingCapability(f"the {nemesis!r} nemesis needs the capability {name!r}, which the harness does "
+                                f"not know (known: {', '.join(c.__name__ for c in CAPABILITY_METHODS)})")
+    return capability
+
+
+NEMESIS_CAPABILITIES: Mapping[str, tuple[type, ...]] = _NemesisCapabilities()
+"""Which capabilities each nemesis needs from the DB, read from the packages' declarations. Partitions,
+packet loss and latency act on the node's network through its shell; packages that may aim a fault at
+the current leader also need Status."""
 
 
 def protocol_members(protocol: type) -> tuple[str, ...]:
@@ -353,8 +371,8 @@ CAPABILITY_METHODS: dict[type, str] = {
                        ReplyPorts)
 }
 """The registry of capabilities: each protocol an adapter may declare (by its class name), with its
-members as the messages name them. A new capability is a protocol here, plus the nemeses that need it in
-:data:`NEMESIS_CAPABILITIES`."""
+members as the messages name them. A new capability is a protocol added here (by a test:
+``monkeypatch.setitem``), named in the ``needs`` of the nemesis packages that need it."""
 
 DECLARATION = "capabilities"
 """The adapter's class attribute that declares its capabilities: a tuple of names from the registry."""
@@ -461,8 +479,9 @@ def capabilities(db: object) -> list[str]:
 
 
 def nemesis_needs() -> dict[str, tuple[str, ...]]:
-    """Nemesis name -> the names of the capabilities it needs, for every nemesis that needs one."""
-    return {nemesis: tuple(c.__name__ for c in needed) for nemesis, needed in NEMESIS_CAPABILITIES.items()}
+    """Nemesis name -> the names of the capabilities it needs, for every nemesis that needs one: what each
+    package declares (``nemesis.generator.Package.needs``), in package order."""
+    return {name: tuple(package.needs) for name, package in nemesis_generator.PACKAGES.items() if package.needs}
 
 
 def _lacks(db: object, capability: type, declared: tuple[str, ...] | None) -> str:
@@ -510,8 +529,9 @@ def check_capabilities(db: object, nemeses: Iterable[str], *, workload: str | No
                 f"not {workload!r}"
             )
     impossible = dict(getattr(db, "impossible", None) or {})
+    needs = nemesis_needs()
     for nemesis in nemeses:
-        for capability in NEMESIS_CAPABILITIES.get(nemesis, ()):
+        for capability in (_needed(nemesis, need) for need in needs.get(nemesis, ())):
             if not has_capability(db, capability):
                 why = impossible.get(capability.__name__)
                 where = f"to the adapter's {DECLARATION} (and its methods)" if declared is not None else "to the adapter"

@@ -33,7 +33,7 @@ from markupsafe import Markup
 from harness.report.clocks import OffsetChange, align, clock_offsets
 from harness.report.counterexamples import CheckerView, anomaly_time, checker_view
 from harness.report.data import RunData, load_run
-from harness.report.faults import Unapplied, fault_view
+from harness.report.faults import Unapplied, fault_colours, fault_view
 from harness.report.links import file_href, fragment
 from harness.report.svg import NS, short
 from harness.report.timeline import MAX_BARS, Timeline, build_timeline
@@ -70,6 +70,7 @@ def environment() -> Environment:
     )
     env.globals["page_policy"] = PAGE_POLICY
     env.globals["index_script"] = Markup(INDEX_SCRIPT)
+    env.globals["fault_colours"] = fault_colours
     env.filters["fragment"] = fragment
     env.filters["verdict_word"] = verdict_word
     env.filters["verdict_class"] = verdict_class

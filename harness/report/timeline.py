@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 
 from harness.report.clocks import Alignment, OffsetChange
 from harness.report.data import ClientOp, JournalMark, RunData
-from harness.report.faults import FAMILY_OF, FaultView
+from harness.report.faults import FaultView, family_of
 from harness.report.svg import NS, Scale, Svg, nice_max, seconds_label, short
 
 WIDTH = 1240
@@ -374,7 +374,7 @@ def _draw_fault_lanes(svg: Svg, scale: Scale, faults: FaultView, y: float) -> fl
         y += LANE_H
     families = faults.families
     for item in faults.unapplied:
-        family = FAMILY_OF.get(item.f, item.f)
+        family = family_of(item.f)
         if scale.t0 <= item.time <= scale.t1 and family in families:
             row_top = y - (len(families) - families.index(family)) * LANE_H
             svg.text(scale.x(item.time), row_top + LANE_H - 3, "✕", "unapplied", anchor="middle",
