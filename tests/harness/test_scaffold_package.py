@@ -36,4 +36,17 @@ def test_the_written_package_passes_its_own_tests_without_docker(tmp_path, exten
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert ("harness extended" in done.stdout) == extended, done.stdout
-    assert "10 passed, 2 deselected" in done.stdout, done.stdout
+    counts = package_tests(root)
+    assert f"{counts['other']} passed, {counts['docker']} deselected" in done.stdout, done.stdout
+
+
+def package_tests(root: Path) -> dict[str, int]:
+    """How many tests the written package holds, counted from its test files (``docker``: those marked
+    docker, module-wide in ``test_docker.py``; ``other``: the rest), so that a test added to the template
+    needs no count changed here."""
+    counts = {"docker": 0, "other": 0}
+    for path in sorted((root / "tests").glob("test_*.py")):
+        text = path.read_text()
+        found = sum(1 for line in text.splitlines() if line.startswith(("def test_", "async def test_")))
+        counts["docker" if "pytest.mark.docker" in text and "pytestmark" in text else "other"] += found
+    return counts
