@@ -25,7 +25,6 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from checkers.verdict import exit_code
 from harness.analysis.cli import add_analyze_parser, add_suite_parser
 from harness.arguments import add_test_arguments, db_argument, spec_from_args
 from harness.clean import add_clean_parser
@@ -54,7 +53,7 @@ from harness.subcommand import (
 )
 from harness.topology import NODE_MEMORY, NODE_PIDS
 
-ANALYSES = ("spark", "direct")
+ANALYSES = ("direct", "spark")
 EXIT_BAD_CONFIG = 254
 EXIT_UNKNOWN = 2
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -93,8 +92,9 @@ def _parser(plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
     run_cmd.set_defaults(handler=_cmd_run)
     repro.set_defaults(handler=_cmd_reproduce)
     for command in (run_cmd, repro):
-        command.add_argument("--analysis", choices=ANALYSES, default="spark",
-                             help="judge through the Spark pipeline (default) or the checkers directly")
+        command.add_argument("--analysis", choices=ANALYSES, default="direct",
+                             help="where the run is judged, once, by the analysis pipeline's tasks: in this "
+                                  "process (direct, the default) or on Spark (local, or SPARK_MASTER's)")
 
     dbs_cmd = commands.add_parser("dbs", help="list the installed DB adapters and their options",
                                   description="List the DB plugins harness run --db can load, with their options.")
@@ -182,7 +182,10 @@ def _print_result(console: Console, result: RunResult) -> None:
     if under:
         console.print(Text(f"{under}: the verdict says little about the system (harness.coverage)", style="yellow"))
     print_checker_verdicts(console, results)
-    if result.error:
+    if not result.judged:
+        console.print(Text(f"run interrupted while it was judged; it is stored whole: harness analyze {result.run_dir} "
+                           "judges it", style="bold yellow"))
+    elif result.error:
         what = "interrupted" if result.interrupted else f"the harness crashed: {result.error}"
         console.print(Text(f"run {what}; the partial run is stored and analysable", style="bold yellow"))
     for problem in result.teardown_errors:
@@ -203,7 +206,8 @@ def _cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
     console.print(Text.assemble("harness run: seed ", (str(spec.seed), "bold"), f" ({comp.command()})"))
 
     def action(stats: RunStats) -> RunResult:
-        return run(spec, stats=stats, on_stored=lambda path: console.print(f"storing the run in {path}"))
+        return run(spec, stats=stats, on_stored=lambda path: console.print(f"storing the run in {path}"),
+                   analysis=args.analysis)
 
     try:
         result = _run_with_view(console, spec, not args.no_live, action)
@@ -215,8 +219,6 @@ def _cmd_run(args: argparse.Namespace, console: Console, err: Console) -> int:
         err.print(f"harness run: the store's disk is full ({exc.strerror}): the run is kept as far as it was "
                   f"written; free space, then judge what was kept with harness analyze {spec.store}", markup=False)
         return EXIT_UNKNOWN
-    if args.analysis == "spark":
-        _analyze(console, result)
     _print_result(console, result)
     return result.exit_code
 
@@ -242,34 +244,6 @@ def _cmd_dbs(args: argparse.Namespace, console: Console, err: Console) -> int:
     return EXIT_BAD_CONFIG if failed else 0
 
 
-def _analyze(console: Console, result: RunResult) -> None:
-    """Judge the stored run through the pipeline; its ``results.json`` replaces the direct one.
-
-    When Spark cannot run, the direct verdict stands and the reason is printed.
-    """
-    if result.run_dir is None or result.results is None or result.interrupted:
-        return
-    from harness.analysis.pipeline import analyze_run
-    from harness.analysis.progress import ConsoleProgress
-    from harness.analysis.spark import SparkUnavailable
-
-    console.print("analysing the run on Spark (harness analyze)")
-    try:
-        outcome = analyze_run(result.run_dir, progress=ConsoleProgress(console))
-    except SparkUnavailable as exc:
-        console.print(Text(f"Spark unavailable ({exc}); the verdict is the checkers' called directly",
-                           style="yellow"))
-        return
-    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP: the run is judged already; that verdict stands
-        console.print(Text("analysis interrupted; the verdict is the checkers' called directly at the run's end "
-                           "(its results.json and report)", style="yellow"))
-        return
-    result.results = outcome.results
-    result.valid = outcome.valid
-    if result.error is None:
-        result.exit_code = exit_code(outcome.valid)
-
-
 def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> int:
     from harness.reproduce import load_stored
 
@@ -279,8 +253,6 @@ def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> 
     codes: list[int] = []
 
     def on_replay(attempt: int, result: RunResult) -> None:
-        if args.analysis == "spark":
-            _analyze(console, result)
         codes.append(result.exit_code)
         console.print(f"replay {attempt}: {VERDICT_WORDS.get(result.valid, result.valid)}"
                       f" (failed: {', '.join(result.failed_checkers) or 'none'}) -> {result.run_dir}")
@@ -296,10 +268,10 @@ def _cmd_reproduce(args: argparse.Namespace, console: Console, err: Console) -> 
                                                    console).render(),
                   console=console, refresh_per_second=4):
             outcome = reproduce(run_dir.path, args.times, store_dir=args.store, on_replay=on_replay,
-                                stats_factory=stats_factory)
+                                stats_factory=stats_factory, analysis=args.analysis)
     else:
         outcome = reproduce(run_dir.path, args.times, store_dir=args.store, on_replay=on_replay,
-                            stats_factory=stats_factory)
+                            stats_factory=stats_factory, analysis=args.analysis)
     console.print(f"{outcome.summary()}; original: {outcome.original}")
     for code in (EXIT_CRASH, 1, 2):
         if code in codes:

@@ -77,8 +77,10 @@ def reproduce(
     store_dir: str | None = None,
     on_replay: Callable[[int, RunResult], None] | None = None,
     stats_factory: Callable[[], RunStats] = RunStats,
+    analysis: str = "direct",
 ) -> Reproduction:
-    """Run a stored test ``times`` more with its stored spec and schedule; stops early on Ctrl-C."""
+    """Run a stored test ``times`` more with its stored spec and schedule, each judged where ``analysis``
+    says (``harness.run.check_run``); stops early on Ctrl-C."""
     if times < 1:
         raise ConfigError(f"--times must be at least 1, not {times}")
     run_dir, spec, schedule, failing = load_stored(path)
@@ -86,7 +88,7 @@ def reproduce(
         spec = TestSpec.from_json({**spec.to_json(), "store": store_dir})
     replays: list[RunResult] = []
     for attempt in range(1, times + 1):
-        result = run(spec, schedule=schedule, stats=stats_factory(), reproduces=str(run_dir.path))
+        result = run(spec, schedule=schedule, stats=stats_factory(), reproduces=str(run_dir.path), analysis=analysis)
         replays.append(result)
         if on_replay is not None:
             on_replay(attempt, result)

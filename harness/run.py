@@ -3,7 +3,7 @@
 :func:`run` is the only place that sequences deployment, the interpreter, teardown and judging; its
 docstring lists the steps, and an ``ExitStack`` guarantees the teardown steps on every exit path (an
 exception, Ctrl-C, a failed deployment). What defines a test is ``harness.spec.TestSpec``; checking and
-building it, ``harness.compose``; judging a stored run, ``harness.judge``; replaying one,
+building it, ``harness.compose``; judging a stored run, ``harness.analysis``; replaying one,
 ``harness.reproduce``.
 
 A test script may call it directly, as a Jepsen test's ``-main`` does, with an adapter it built itself::
@@ -30,10 +30,10 @@ from typing import Any
 from checkers.verdict import UNKNOWN, Valid, exit_code
 from harness import lifecycle, store
 from harness.compose import Composition, compose
+from harness.coverage import judge_coverage
 from harness.db import DB, db_version
 from harness.history import HistoryWriteError, HistoryWriter
 from harness.interpreter import Interpreter, InterpreterConfig, RunStats
-from harness.judge import judge_run
 from harness.platforms import Launch, Session
 from harness.platforms.real import RealPlatform
 from harness.platforms.sim import SimPlatform
@@ -72,6 +72,9 @@ class RunResult:
     invoked: dict[int, list[Op]] = field(default_factory=dict)
     """Worker slot -> the operations it invoked in the chaos phase (what a shrinker replays)."""
     schedule: tuple[ScheduledFault, ...] = ()
+    judged: bool = True
+    """False when a signal stopped the judging: ``results.json`` is the controller's record, unjudged,
+    and ``harness analyze`` judges the stored run."""
 
     @property
     def failed_checkers(self) -> list[str]:
@@ -94,6 +97,7 @@ def run(
     run_dir: str | Path | None = None,
     replay_command: str | None = None,
     report: bool = True,
+    analysis: str = "direct",
 ) -> RunResult:
     """Run one test and return its result. The steps, in order:
 
@@ -120,11 +124,13 @@ def run(
        each worker slot invoked into ``schedule.jsonl``. Then ``test.json`` gets the run's end
        (``harness.lifecycle``): completed, interrupted or crashed; an interrupted run gets a first
        ``results.json`` saying so at once, before the checkers run.
-    7. Judge (``harness.judge``): run the checkers that apply (each through ``check_safe``; those that
-       cannot apply to this DB are reported as not applicable), and write ``results.json``. A run that
-       crashed or was interrupted gets ``valid: "unknown"`` and the error, and keeps everything recorded.
-       Then (unless ``report`` is false: an exploration's scratch runs) ``report.html`` and the store's
-       index are written.
+    7. Judge, once (:func:`check_run`): the analysis pipeline's tasks, in this process (``analysis``
+       ``"direct"``) or on Spark (``"spark"``), run the checkers that apply (each through ``check_safe``;
+       those that cannot apply to this DB are reported as not applicable) and write ``results.json``,
+       then (unless ``report`` is false: an exploration's scratch runs) the run's rows of the store's
+       dataset, ``report.html`` and the store's index: what ``harness analyze`` writes for the run. A run
+       that crashed or was interrupted gets ``valid: "unknown"`` and the error, and keeps everything
+       recorded; a run interrupted while it is judged keeps its controller's record, unjudged.
 
     ``test.json`` names the controller (pid, host, start time) from step 2 on, and the containers and
     network carry it as labels, so that ``harness clean`` can tell a SIGKILLed run's leftovers from a
@@ -248,22 +254,30 @@ def run(
         store.write_json(directory.test_json, test_doc)
         stop = lifecycle.stop_of(test_doc, directory.history)
         if interrupted:  # said at once: a CI runner's SIGKILL may follow before the checkers end
-            store.write_json(directory.results, _interrupted_results(comp, error, stop, timings["finished_s"]))
+            store.write_json(directory.results, controller_results(comp, timings["finished_s"], error, stop=stop))
     finally:
         interrupts.restore()
 
     # 7. Judge.
-    results = check_run(
-        directory,
-        comp,
-        duration_s=timings["finished_s"],
-        error=error,
-        teardown_errors=teardown_errors,
-        stats=stats,
-        extra=session.results(history.start_ns) if session is not None and history is not None else None,
-        report=report,
-        stop=stop,
-    )
+    judged = True
+    try:
+        results = check_run(
+            directory,
+            comp,
+            duration_s=timings["finished_s"],
+            error=error,
+            teardown_errors=teardown_errors,
+            stats=stats,
+            extra=session.results(history.start_ns) if session is not None and history is not None else None,
+            report=report,
+            stop=stop,
+            analysis=analysis,
+        )
+    except KeyboardInterrupt:  # the run is whole and stored, its results.json the controller's record
+        interrupted, judged = True, False
+        error = error or "interrupted while it was judged"
+        log.warning("run %s; harness analyze %s judges it", error, directory.path)
+        results = store.read_json(directory.results)
     stats.phase = "done"
     logging.getLogger().removeHandler(log_handler)
     log_handler.close()
@@ -282,6 +296,7 @@ def run(
         teardown_errors=teardown_errors,
         invoked=dict(interpreter.invoked) if interpreter is not None else {},
         schedule=tuple(schedule),
+        judged=judged,
     )
 
 
@@ -313,53 +328,70 @@ def check_run(
     extra: Mapping[str, Any] | None = None,
     report: bool = True,
     stop: lifecycle.Stop | None = None,
+    analysis: str = "direct",
 ) -> dict[str, Any]:
-    """Judge the stored run with the composition's checkers (``harness.judge``) and publish its report.
+    """Judge the stored run once and return its ``results.json``.
 
-    A run that ``stop`` says ended before its final phase is judged on what it observed; the checkers
-    that need a final phase say that the run stopped (``harness.lifecycle.blame_the_stop``)."""
-    from harness.report.publish import publish
+    First the controller's record (:func:`controller_results`): what only it knows of the run, which no
+    file of the run says and the judge keeps. Then the one judge, the analysis pipeline's own tasks and
+    steps: in this process (``analysis="direct"``, :mod:`harness.analysis.inprocess`), or on Spark
+    (``"spark"``, :func:`harness.analysis.pipeline.analyze_run`; when Spark cannot start, here, and the
+    reason is logged). Either writes ``results.json``, the
+    run's rows of the store's dataset, its ``report.html`` and the store's index, unless ``report`` is
+    false (an exploration's scratch run, not in a store: ``results.json`` only). A run that ``stop`` says
+    ended before its final phase is judged on what it observed (``harness.lifecycle.blame_the_stop``)."""
+    from harness.analysis.pipeline import AnalysisOptions
 
-    results = judge_run(
-        run_dir,
-        test=comp.test_name,
-        seed=comp.spec.seed,
-        model=comp.workload.model,
-        checkers=comp.checkers,
-        not_applicable=comp.not_applicable,
-        delivery=comp.contract_json().get("delivery"),
-        timeout_s=comp.spec.check_timeout,
-        duration_s=duration_s,
-        error=error,
-        teardown_errors=teardown_errors,
-        stats=None if stats is None else stats.to_json(),
-        analysed_by="harness run (checkers called directly)",
-        extra=extra,
-        stop=stop,
-        min_coverage=comp.spec.min_coverage,
-    )
-    if report:
-        publish(run_dir.path)
-    return results
+    store.write_json(run_dir.results, controller_results(comp, duration_s, error, teardown_errors, stats, extra, stop))
+    options = AnalysisOptions(key_timeout_s=comp.spec.check_timeout, write_dataset=report, write_reports=report)
+    if analysis == "spark":
+        from harness.analysis.pipeline import analyze_run
+        from harness.analysis.spark import SparkUnavailable
+
+        try:
+            return analyze_run(run_dir.path, options=options).results
+        except SparkUnavailable as exc:
+            log.warning("Spark is unavailable (%s); the run is judged in this process", exc)
+    from harness.analysis.inprocess import judge_here
+
+    return judge_here(run_dir.path, options).results
 
 
-# -- logging and results of interrupted runs -------------------------------------------------------------------------
-
-
-def _interrupted_results(
-    comp: Composition, error: str | None, stop: lifecycle.Stop | None, duration_s: float
+def controller_results(
+    comp: Composition,
+    duration_s: float,
+    error: str | None = None,
+    teardown_errors: Sequence[str] = (),
+    stats: RunStats | None = None,
+    extra: Mapping[str, Any] | None = None,
+    stop: lifecycle.Stop | None = None,
 ) -> dict[str, Any]:
-    """The ``results.json`` an interrupted run has before its checkers have run."""
-    return {
+    """The ``results.json`` a run has before it is judged: unknown, with what the controller alone knows
+    (``harness.analysis.checks.CONTROLLER_FIELDS``): the error that cut it short, teardown errors, its
+    statistics of operations and faults and their coverage (under ``--min-coverage``), the simulator's
+    fingerprint."""
+    document: dict[str, Any] = {
         "valid": UNKNOWN,
         "seed": comp.spec.seed,
         "test": comp.test_name,
         "duration_s": round(duration_s, 3),
         "checkers": {},
-        "error": error,
-        "interrupted": None if stop is None else stop.to_json(),
-        "analysed_by": "nobody yet: the run was interrupted; its checkers run next",
+        "analysed_by": "nobody yet: its checkers run next",
     }
+    if error is not None:
+        document["error"] = error
+    if stop is not None:
+        document["interrupted"] = stop.to_json()
+    if teardown_errors:
+        document["teardown_errors"] = list(teardown_errors)
+    if stats is not None:
+        document["stats"] = stats.to_json()
+    document.update(extra or {})
+    judge_coverage(document, comp.spec.min_coverage)
+    return document
+
+
+# -- logging and results of interrupted runs -------------------------------------------------------------------------
 
 
 def _attach_log(run_dir: store.RunDir) -> logging.Handler:

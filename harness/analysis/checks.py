@@ -17,8 +17,9 @@ Which checkers judge a run: those ``test.json`` names, else those its workload d
 ``workload``, asked through ``workloads.generator.workload_checkers``: the direct judge's list, which the
 composition took from the workload too), else every one that applies (a run of no known workload).
 
-The rules are the direct judge's (:mod:`harness.judge`, ``checkers.judge.judge_files``): a checker the
-adapter declares not applicable (``not_applicable`` in ``test.json``), or that the run shows cannot apply
+A run is judged by these rules only, on Spark or in ``harness run``'s own process
+(:mod:`harness.analysis.inprocess`: the same tasks): a checker the adapter declares not applicable
+(``not_applicable`` in ``test.json``), or that the run shows cannot apply
 (:func:`harness.judge.observed_not_applicable`), is not run, is listed with its reason under
 ``not_applicable`` in ``results.json`` and does not count towards the verdict; a checker named that
 applies but finds nothing to judge is ``unknown``; a run with no verdict at all is ``unknown``.

@@ -33,9 +33,9 @@ import functools
 import heapq
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
@@ -174,7 +174,7 @@ def ingest_slices(runs: int, parallelism: int) -> int:
     return max(1, min(runs, MAX_INGEST_TASKS, max(4 * parallelism, runs // 8)))
 
 
-def _now() -> str:
+def utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -227,20 +227,15 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
     from pyspark.sql import functions as F
 
     storage = selection.storage
-    clock = _Stopwatch()
-    analyzed_at = _now()
+    clock = Stopwatch()
+    analyzed_at = utc_now()
     runs = list(selection.runs)
-    by_key = {run.key: run for run in runs}
     result = Analysis(store=selection.store)
     if not runs:
         return result
 
     files = {run.key: run_files(storage, run) for run in runs}
-    known = {
-        run.key: {"path": storage.display(run.path), "suite": run.suite, "night": run.night_or_date(),
-                  "target": run.target}
-        for run in runs
-    }
+    known = known_runs(storage, runs)
     slices = ingest_slices(len(runs), spark.sparkContext.defaultParallelism)
     packs = pack_runs({key: sum(size for _path, size in found) for key, found in files.items()}, slices)
     task = ingest_task(
@@ -249,11 +244,7 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
     whole = _read(spark, storage, [[path for key in pack for path, _ in files[key]] for pack in packs])
     records = whole.mapInArrow(task, dataset.ddl(OUTPUT_COLUMNS))
     # A big run's test.json and history once more, for its second task.
-    big = [
-        [path for path, _ in found if path.name in (TEST_JSON, HISTORY)]
-        for found in files.values()
-        if any(path.name == HISTORY and size >= options.split_from_bytes for path, size in found)
-    ]
+    big = [big_files(found) for found in files.values() if big_files(found, options.split_from_bytes)]
     if big:
         halves = _read(spark, storage, big).mapInArrow(
             linearizability_task_of(options.key_timeout_s, options.max_states, options.write_dataset),
@@ -270,65 +261,120 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
                 .collect()
             )
         clock.lap("ingest_s")
-        run_rows: dict[tuple[str, str], dict[str, Any]] = {}
-        verdicts: dict[tuple[str, str], dict[str, Verdict]] = {}
-        for row in small:
-            if row["kind"] == RUN:
-                run_rows[(row["test"], row["run"])] = json.loads(row["text"])
-        for row in small:
-            if row["kind"] == VERDICT:
-                verdicts.setdefault((row["test"], row["run"]), {})[row["name"]] = _verdict(row["text"])
-            elif row["kind"] == PHASES_ROW:
-                for phase, seconds in json.loads(row["text"]).items():
-                    result.task_cpu_s[phase] = round(result.task_cpu_s.get(phase, 0.0) + seconds, 6)
-        for key, row in run_rows.items():
-            if LINEARIZABLE in row["pending"] and LINEARIZABLE not in verdicts.get(key, {}):
-                verdicts.setdefault(key, {})[LINEARIZABLE] = Verdict(
-                    UNKNOWN, "linearizable was not checked: the task that checks a big run's history returned nothing"
-                )
 
-        # 2-3. verdicts and results.json
-        progress.step("writing results.json", total=len(run_rows))
-        analysis_info = {
-            "analyzed_at": analyzed_at,
-            "spark_master": spark.sparkContext.master,
-            "spark_version": spark.version,
-            "key_timeout_s": options.key_timeout_s,
-        }
-        verdict_rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        # Each results.json is synced before it is renamed into place: a few threads write them.
-        with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="results") as writers:
-            written = []
-            for key, row in sorted(run_rows.items()):
-                errors = json.loads(row["input_errors_json"]) if row["input_errors_json"] else []
-                run = by_key[key]
-                path = run.path / RESULTS
-                run_verdicts = verdicts.get(key, {})
-                document = results_document(row, run_verdicts, errors, analysis_info, _previous(storage, path))
-                row["valid"] = dataset.valid_text(document["valid"])
-                row["analyzed_at"] = analyzed_at
-                written.append(writers.submit(storage.write_bytes, path, json_document(document)))
-                result.outcomes.append(
-                    RunOutcome(run=run, valid=document["valid"], results=document, results_path=path)
-                )
-                verdict_rows[key] = [
-                    {**verdict_row(key[0], key[1], name, verdict), "analyzed_at": analyzed_at}
-                    for name, verdict in run_verdicts.items()
-                ]
-            for done, future in enumerate(written, start=1):
-                future.result()
-                progress.update(done, len(run_rows))
-        clock.lap("results_s")
+        def tables() -> Iterator[Mapping[str, Any]]:
+            # The cache is complete: reading it partition by partition costs no recomputation.
+            return iter(
+                records.where(F.col("kind") == TABLE)
+                .select("test", "run", "name", "payload")
+                .toLocalIterator(prefetchPartitions=True)  # one job per partition: the next runs meanwhile
+            )
 
-        # 4. the dataset
-        if options.write_dataset:
-            with watch_spark(spark, progress, "writing the dataset"):
-                _write_dataset(storage, selection.store, records, run_rows, verdict_rows)
-            clock.lap("dataset_s")
+        info = {"analyzed_at": analyzed_at, "spark_master": spark.sparkContext.master,
+                "spark_version": spark.version, "key_timeout_s": options.key_timeout_s}
+        conclude(selection, small, tables, info, options, progress, result, clock,
+                 watch=lambda what: watch_spark(spark, progress, what))
     finally:
         records.unpersist()
-    # 5. the pages people read: each run's report.html, then the store's index once
+    publish_pages(selection, options, progress, result, clock)
+    return result
+
+
+def known_runs(storage: Storage, runs: Sequence[StoredRun]) -> dict[tuple[str, str], dict[str, Any]]:
+    """What a task is told of each run besides its files: the path as the user named it, its suite, night
+    and target."""
+    return {
+        run.key: {"path": storage.display(run.path), "suite": run.suite, "night": run.night_or_date(),
+                  "target": run.target}
+        for run in runs
+    }
+
+
+def big_files(found: Sequence[tuple[PurePath, int]], split_from_bytes: int | None = None) -> list[PurePath]:
+    """A run's ``test.json`` and history, what the second task of a big run reads; with
+    ``split_from_bytes``, nothing unless the history is that big."""
+    if split_from_bytes is not None and not any(
+        path.name == HISTORY and size >= split_from_bytes for path, size in found
+    ):
+        return []
+    return [path for path, _ in found if path.name in (TEST_JSON, HISTORY)]
+
+
+def conclude(
+    selection: RunSelection,
+    small: Iterable[Mapping[str, Any]],
+    tables: Callable[[], Iterable[Mapping[str, Any]]],
+    info: Mapping[str, Any],
+    options: AnalysisOptions,
+    progress: Progress,
+    result: Analysis,
+    clock: Stopwatch,
+    watch: Callable[[str], AbstractContextManager[Any]] | None = None,
+) -> None:
+    """Steps 2-4 of the module docstring, whoever ran the tasks (Spark, or :mod:`harness.analysis.here`):
+    the tasks' ``run``, ``verdict`` and ``phases`` rows (``small``) become each run's verdicts and
+    ``results.json``, and with ``tables`` (the tasks' ``table`` rows, read when the dataset is written)
+    the run's partitions of the dataset."""
+    storage = selection.storage
+    by_key = {run.key: run for run in selection.runs}
+    analyzed_at = info["analyzed_at"]
+    small = list(small)
+    run_rows: dict[tuple[str, str], dict[str, Any]] = {}
+    verdicts: dict[tuple[str, str], dict[str, Verdict]] = {}
+    for row in small:
+        if row["kind"] == RUN:
+            run_rows[(row["test"], row["run"])] = json.loads(row["text"])
+    for row in small:
+        if row["kind"] == VERDICT:
+            verdicts.setdefault((row["test"], row["run"]), {})[row["name"]] = _verdict(row["text"])
+        elif row["kind"] == PHASES_ROW:
+            for phase, seconds in json.loads(row["text"]).items():
+                result.task_cpu_s[phase] = round(result.task_cpu_s.get(phase, 0.0) + seconds, 6)
+    for key, row in run_rows.items():
+        if LINEARIZABLE in row["pending"] and LINEARIZABLE not in verdicts.get(key, {}):
+            verdicts.setdefault(key, {})[LINEARIZABLE] = Verdict(
+                UNKNOWN, "linearizable was not checked: the task that checks a big run's history returned nothing"
+            )
+
+    # 2-3. verdicts and results.json
+    progress.step("writing results.json", total=len(run_rows))
+    verdict_rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    # Each results.json is synced before it is renamed into place: a few threads write them.
+    with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="results") as writers:
+        written = []
+        for key, row in sorted(run_rows.items()):
+            errors = json.loads(row["input_errors_json"]) if row["input_errors_json"] else []
+            run = by_key[key]
+            path = run.path / RESULTS
+            run_verdicts = verdicts.get(key, {})
+            document = results_document(row, run_verdicts, errors, info, _previous(storage, path))
+            row["valid"] = dataset.valid_text(document["valid"])
+            row["analyzed_at"] = analyzed_at
+            written.append(writers.submit(storage.write_bytes, path, json_document(document)))
+            result.outcomes.append(RunOutcome(run=run, valid=document["valid"], results=document, results_path=path))
+            verdict_rows[key] = [
+                {**verdict_row(key[0], key[1], name, verdict), "analyzed_at": analyzed_at}
+                for name, verdict in run_verdicts.items()
+            ]
+        for done, future in enumerate(written, start=1):
+            future.result()
+            progress.update(done, len(run_rows))
+    clock.lap("results_s")
+
+    # 4. the dataset
+    if options.write_dataset:
+        with (watch or (lambda _what: nullcontext()))("writing the dataset"):
+            _write_dataset(storage, selection.store, tables(), run_rows, verdict_rows)
+        clock.lap("dataset_s")
+
+
+def publish_pages(
+    selection: RunSelection, options: AnalysisOptions, progress: Progress, result: Analysis, clock: Stopwatch
+) -> None:
+    """Step 5: the pages people read, each run's ``report.html`` then the store's index once, when the
+    store is on this machine's filesystem."""
     if options.write_reports:
+        storage = selection.storage
         local_store = storage.local(selection.store)
         if local_store is None:
             result.reports_skipped = (
@@ -343,7 +389,6 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
             write_index_safely(local_store)
             clock.lap("reports_s")
     result.timings_s = clock.laps
-    return result
 
 
 def _verdict(text: str) -> Verdict:
@@ -359,16 +404,14 @@ def _verdict(text: str) -> Verdict:
 def _write_dataset(
     storage: Storage,
     store: PurePath,
-    records: Any,
+    tables: Iterable[Mapping[str, Any]],
     run_rows: Mapping[tuple[str, str], dict[str, Any]],
     verdict_rows: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
 ) -> None:
-    """Replace the runs' partitions of every table: the tasks' Parquet files, then ``runs`` and
-    ``verdicts`` built here. The files are written by a few threads: each write waits for its disk
+    """Replace the runs' partitions of every table: the tasks' Parquet files (``tables``, their rows of
+    kind ``table``), then ``runs`` and ``verdicts`` built here. The files are written by a few threads: each write waits for its disk
     (a local file is synced before it is renamed into place) or its filesystem's round trip, not for
     Python, and one after another they were a fifth of a batch's analysis."""
-    from pyspark.sql import functions as F
-
     keys = list(run_rows)
     with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="dataset") as writers:
         cleared = [writers.submit(dataset.clear_runs, storage, store, table, keys) for table in dataset.TABLES]
@@ -379,12 +422,7 @@ def _write_dataset(
         def write(table: str, key: tuple[str, str], data: bytes) -> None:
             written.append(writers.submit(dataset.write_partition, storage, store, table, *key, data))
 
-        # The cache is complete: reading it partition by partition costs no recomputation.
-        for row in (
-            records.where(F.col("kind") == TABLE)
-            .select("test", "run", "name", "payload")
-            .toLocalIterator(prefetchPartitions=True)  # one job per partition: the next runs meanwhile
-        ):
+        for row in tables:
             write(row["name"], (row["test"], row["run"]), bytes(row["payload"]))
         for key, row in run_rows.items():
             write("runs", key, dataset.parquet_bytes("runs", dataset.rows_columns("runs", [row])))
@@ -404,7 +442,7 @@ def _previous(storage: Storage, path: PurePath) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-class _Stopwatch:
+class Stopwatch:
     def __init__(self) -> None:
         import time
 

@@ -303,9 +303,7 @@ def build_report(run: RunData, *, max_bars: int = MAX_BARS, index_href: str | No
     ]
     results = run.results or {}
     run_error = results.get("error") if isinstance(results.get("error"), str) else None
-    analysed = results.get("analysed_by") or (
-        "harness analyze" if isinstance(results.get("analysis"), Mapping) else None
-    )
+    analysed = results.get("analysed_by") or analysed_by(results.get("analysis"))
     test_name = str(run.test.get("test") or results.get("test") or run.path.parent.name)
     return Report(
         title=f"{verdict_word(run.valid)} · {test_name} · {run.path.name}",
@@ -346,6 +344,17 @@ def _index_href(run_dir: Path) -> str | None:
     """The relative link from a run directory to its store's ``index.html`` (``../../index.html``)."""
     store = run_dir.parent.parent
     return "../../index.html" if (store / "index.html").exists() or (store / "latest").exists() else None
+
+
+def analysed_by(analysis: Any) -> str | None:
+    """Who judged a run, from its ``results.json``'s ``analysis`` record: this process's pipeline, or Spark
+    (its master named)."""
+    if not isinstance(analysis, Mapping):
+        return None
+    if analysis.get("engine"):
+        return f"the analysis pipeline, {analysis['engine']}"
+    master = analysis.get("spark_master")
+    return f"the analysis pipeline on Spark ({master})" if master else "the analysis pipeline"
 
 
 def write_report(run_dir: str | os.PathLike[str], *, max_bars: int = MAX_BARS) -> Path:

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from checkers.history import NEMESIS, Operation
-from checkers.verdict import UNKNOWN, Verdict
+from checkers.history import NEMESIS, HistoryError, Operation
+from checkers.verdict import UNKNOWN, Verdict, combine
 from harness.analysis.checks import (
     distrust,
     infer_model,
@@ -36,8 +36,7 @@ from harness.analysis.spark import (
     session_conf,
 )
 from harness.analysis.summary import failing_since
-from harness.judge import judge_run
-from harness.store import RunDir
+from harness.judge import observed_not_applicable
 from tests.harness.synthetic_runs import STANDIN_NO_LSN, write_run
 
 # --- the Spark session ----------------------------------------------------------------------------
@@ -189,16 +188,27 @@ def test_read_run_names_a_missing_history(tmp_path: Path) -> None:
     "variant", [{}, {"lost_write": True}, {"standin": True}, {"standin": True, "lost_write": True}, {"truncate": True}]
 )
 def test_a_run_is_judged_by_the_direct_judges_rules(tmp_path: Path, variant: dict) -> None:
-    """The pipeline's verdicts and ``not_applicable`` are the direct judge's (``harness.judge``): a
-    checker the adapter declares not applicable, or that the run shows cannot apply (no terms), is
-    listed with its reason and leaves the verdict to the others, instead of making it unknown."""
+    """The pipeline's verdicts and ``not_applicable`` agree with ``python -m checkers check``'s judge
+    (``checkers.judge.judge_files``) given the same checkers not applicable: a checker the adapter declares
+    not applicable, or that the run shows cannot apply (no terms), is listed with its reason and leaves
+    the verdict to the others, instead of making it unknown."""
+    from checkers.judge import judge_files
+
     run = write_run(tmp_path / "a", "reg", "20261120T020000", ops=120, keys=3, **variant)
     records = read_run(run, "reg", run.name)
     spark_like = results_document(records.run, records.checks.verdicts, [e.to_json() for e in records.input_errors], {})
-    copy = write_run(tmp_path / "b", "reg", "20261120T020000", ops=120, keys=3, **variant)
-    spec = json.loads((copy / "test.json").read_text(encoding="utf-8"))
-    direct = judge_run(RunDir(copy), test="reg", seed=spec["seed"], model=spec["model"], checkers=spec["checkers"],
-                       not_applicable=spec.get("not_applicable", {}))
+    spec = json.loads((run / "test.json").read_text(encoding="utf-8"))
+    declared = spec.get("not_applicable", {})
+    try:
+        judgement = judge_files(
+            run / "history.jsonl", model=spec["model"], checkers=spec["checkers"], missing="unknown",
+            journals=run / "nodes" if any((run / "nodes").glob("*/journal.jsonl")) else None,
+            skip=lambda history, journals: {**observed_not_applicable(history, journals), **declared})
+        direct = {"valid": combine(judgement.verdicts) if judgement.verdicts else UNKNOWN,
+                  "checkers": {n: v.to_json() for n, v in judgement.verdicts.items()},
+                  **({"not_applicable": dict(judgement.skipped)} if judgement.skipped else {})}
+    except HistoryError:  # the CLI refuses the file: every checker unknown, as the pipeline says
+        direct = {"valid": UNKNOWN, "checkers": {n: {"valid": UNKNOWN} for n in spec["checkers"] if n not in declared}}
     assert spark_like["valid"] == direct["valid"]
     assert {n: c["valid"] for n, c in spark_like["checkers"].items()} == {
         n: c["valid"] for n, c in direct["checkers"].items()

@@ -278,7 +278,7 @@ def test_a_run_that_crashed_before_its_workload_prints_its_end_without_a_traceba
     from rich.console import Console
 
     result = SimpleNamespace(results={"valid": "unknown", "ops": None, "duration_s": None}, stats=None,
-                             error="RuntimeError: n4: libfaketime does not work there", interrupted=False,
+                             error="RuntimeError: n4: libfaketime does not work there", interrupted=False, judged=True,
                              teardown_errors=[], valid="unknown", spec=SimpleNamespace(seed=5), run_dir=tmp_path)
     console = Console(record=True, width=200)
     cli._print_result(console, result)  # type: ignore[arg-type]

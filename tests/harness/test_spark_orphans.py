@@ -7,6 +7,7 @@ what each left (issue "Every way a run can end, round 2", item 1).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -76,17 +77,19 @@ def test_a_stopped_analysis_leaves_no_spark_process(store: Path, delay: float, s
     assert probe(store, delay, sig) == []
 
 
-def test_a_signal_during_harness_runs_analysis_keeps_the_direct_verdict(tmp_path: Path) -> None:
-    """The run is judged at its end; a SIGTERM while Spark judges it again stops that, and ``harness run``
-    exits with the direct verdict, saying so in one line (it printed "interrupted" and exited 2)."""
+def test_a_signal_during_harness_runs_spark_analysis_leaves_the_run_whole_and_unjudged(tmp_path: Path) -> None:
+    """``harness run --analysis spark`` judges the run once, on Spark; a SIGTERM while Spark starts stops
+    that, leaves no Java process, and the run is stored whole with the controller's record, for
+    ``harness analyze`` to judge: one line saying so, exit 2."""
     log = tmp_path / "run.log"
+    store = tmp_path / "store"
     with log.open("w") as output:
         process = subprocess.Popen([HARNESS, "run", "--db", "cluster", "--platform", "sim", "--time-limit", "3",
-                                    "--seed", "9", "--no-live", "--store", str(tmp_path / "store")],
+                                    "--seed", "9", "--no-live", "--analysis", "spark", "--store", str(store)],
                                    stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
-        while "analysing the run on Spark" not in log.read_text():
+        while not list(store.glob("*/*/.results.json.tmp")) and not list(store.glob("*/*/results.json")):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         time.sleep(1.5)  # Spark is starting (its JVM alone takes longer than this)
@@ -96,8 +99,10 @@ def test_a_signal_during_harness_runs_analysis_keeps_the_direct_verdict(tmp_path
         if process.poll() is None:
             process.kill()
     text = log.read_text()
-    assert code == 0 and "Traceback" not in text, text
-    assert "analysis interrupted; the verdict is the checkers' called directly" in text and "verdict valid" in text
+    assert code == 2 and "Traceback" not in text, text
+    assert "run interrupted while it was judged; it is stored whole: harness analyze" in text, text
+    results = json.loads(next(store.glob("*/*/results.json")).read_text())
+    assert results["valid"] == "unknown" and results["analysed_by"].startswith("nobody yet")
     assert left_behind(process.pid) == []
 
 
