@@ -3,7 +3,9 @@
     harness analyze PATH... [--spark-master URL] [--spark-conf KEY=VALUE]... [--store DIR] [--summary]
                             [--key-timeout S] [--quiet]
     harness analyze --summary [--store DIR]
-    harness suite SUITE.toml [--store DIR] [--junit PATH] [--list] [--jobs N] [--spark-master URL] [--quiet]
+    harness analyze SHARD-STORE... --store DIR --summary      # a night's shards: one summary, junit.xml, page
+    harness suite SUITE.toml [--store DIR] [--junit PATH] [--list] [--only TEXT]... [--shard K/N]
+                             [--seed-base N] [--jobs N] [--spark-master URL] [--quiet]
 
 ``PATH`` is a run directory (``store/latest``), a suite directory or a whole store: a plain path, or a
 URL of any filesystem Spark reads (``file:///shared/store``, ``hdfs://namenode:8020/store``; see
@@ -11,8 +13,14 @@ URL of any filesystem Spark reads (``file:///shared/store``, ``hdfs://namenode:8
 ``--spark-master``, else ``$SPARK_MASTER``, else ``local[*]``.
 
 Exit codes (ARCHITECTURE.md): analyze: 0 every run valid, 1 any invalid, 2 any unknown and none
-invalid; suite: 1 an unexpected anomaly or a missed known bug, else 2 an unknown or crashed run, else 0;
+invalid (with ``--summary`` over shards of a suite, their runs count as the merged suite says, below);
+suite: 1 an unexpected anomaly or a missed known bug, else 2 an unknown or crashed run, else 0;
 both: 254 bad arguments, a bad suite file, no runs where runs were named, an unreachable Spark master.
+
+``harness analyze --summary`` over the stores of a suite's shards (``harness suite --shard K/N`` on N
+machines) also merges the shards' suite records into one suite directory of ``--store``
+(:func:`harness.suite.merge_shards`): one ``suite.json``, ``junit.xml``, ``summary.json`` and
+``suite.html`` for the night; the exit code is then the merged suite's (a known bug caught is a pass).
 
 ``harness/cli.py`` registers these with :func:`add_analyze_parser` and :func:`add_suite_parser`; each
 parser's ``handler`` default is the function that runs it (``handler(args, console, err) -> int``).
@@ -25,7 +33,7 @@ import argparse
 import shutil
 from collections.abc import Sequence
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -55,6 +63,9 @@ from harness.subcommand import (
     run_command,
     seconds_or_no_limit,
 )
+
+if TYPE_CHECKING:
+    from harness.suite import MergedSuite
 
 # Lighter than the run commands' VERDICT_STYLES: these words fill a column of a table.
 STYLES = {True: "green", False: "bold red", UNKNOWN: "yellow"}
@@ -121,7 +132,9 @@ def add_analyze_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--summary",
         action="store_true",
-        help="print the cross-run view (workload x nemesis x mode x bugs) and write store/summary.json",
+        help="print the cross-run view (workload x nemesis x mode x bugs) and write store/summary.json; "
+        "with the stores of a suite's shards as PATHs, also merge their suite records into one suite directory "
+        "of --store (suite.json, junit.xml, summary.json, suite.html)",
     )
     _spark_options(parser)
     parser.set_defaults(handler=cmd_analyze)
@@ -149,7 +162,15 @@ def add_suite_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="K/N",
         help="run only the K-th of N disjoint slices of the suite, balanced by expected run time (after "
-        "--only): a nightly spread over N CI machines, merged with harness analyze --summary",
+        "--only): a nightly spread over N CI machines, merged with harness analyze SHARD-STORE... --summary",
+    )
+    parser.add_argument(
+        "--seed-base",
+        type=int,
+        default=None,
+        metavar="N",
+        help="draw the suite file's random seeds (seeds = COUNT) from N, so that every shard of one night "
+        "draws the same ones (CI: the pipeline's id); default: fresh seeds",
     )
     parser.add_argument(
         "--only",
@@ -287,6 +308,7 @@ def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int
             if args.summary:
                 summary = summarize(spark, store, storage)
                 path = write_summary(store, summary, storage)
+        merged = _merge_shards(args, store, analysis) if args.summary and remote is None else []
         if analysis is not None:
             print_analysis(analysis, console, storage.display(analysis.store))
             if analysis.reports_skipped:
@@ -294,10 +316,41 @@ def cmd_analyze(args: argparse.Namespace, console: Console, err: Console) -> int
         if args.summary:
             render_summary(summary, console)
             console.print(f"summary written to {storage.display(path)}", highlight=False)
-        return analysis.exit_code if analysis is not None else 0
+        for suite in merged:
+            console.print(suite.describe(), highlight=False)
+        return _exit_code(analysis, merged)
     except (UsageError, DiscoveryError, SparkUnavailable, SummaryError, StorageError) as exc:
         err.print(f"harness analyze: {exc}", markup=False, highlight=False)
         return EXIT_BAD_CONFIG
+
+
+def _merge_shards(args: argparse.Namespace, store: PurePath, analysis: Analysis | None) -> list[MergedSuite]:
+    """The suite records of shards among ``args.paths`` merged into ``store`` (``harness.suite.merge``),
+    their runs judged by ``analysis`` when there was one."""
+    from harness.suite import SuiteError, find_shard_records, merge_shards
+
+    records = find_shard_records(args.paths, Path(store))
+    if not records:
+        return []
+    verdicts = {} if analysis is None else {
+        Path(o.run.path).resolve(): (o.valid, o.failed_checkers(), o.invalid_checkers()) for o in analysis.outcomes
+    }
+    try:
+        return merge_shards(records, Path(store), verdicts)
+    except SuiteError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _exit_code(analysis: Analysis | None, merged: Sequence[MergedSuite]) -> int:
+    """The verdicts' exit code, except that runs of a merged suite count as that suite says (a known bug
+    caught is a pass there): 1 if either says 1, else 2 if either says 2, else 0."""
+    if not merged:
+        return analysis.exit_code if analysis is not None else 0
+    in_suites = {o.run.run_dir for suite in merged for o in suite.result.outcomes if o.run.run_dir is not None}
+    outside = [] if analysis is None else [o for o in analysis.outcomes if Path(o.run.path).resolve() not in in_suites]
+    codes = {suite.exit_code for suite in merged}
+    codes |= {1 if o.valid is False else 2 for o in outside if o.valid is not True}
+    return 1 if 1 in codes else 2 if 2 in codes else 0
 
 
 def print_suite(result: Any, console: Console) -> None:
@@ -355,12 +408,14 @@ def cmd_suite(args: argparse.Namespace, console: Console, err: Console) -> int:
             raise UsageError(
                 f"--jobs {args.jobs}: at most {MAX_JOBS} cases at once (each is a cluster of containers)"
             )
-        suite = select_cases(with_store(load_suite(args.suite_file), args.store), args.only)
-        if args.shard is not None:
-            try:
-                suite = shard_cases(suite, *parse_shard(args.shard))
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
+        try:  # a bad --shard is told before the file is loaded
+            shard = parse_shard(args.shard) if args.shard is not None else None
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        suite = select_cases(with_store(load_suite(args.suite_file, seed_base=args.seed_base), args.store),
+                             args.only)
+        if shard is not None:
+            suite = shard_cases(suite, *shard)
         if args.list:
             console.print(dumps_case_list(suite), markup=False, highlight=False)
             return 0

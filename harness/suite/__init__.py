@@ -40,7 +40,9 @@ a.m.
 the controller, or the simulator for ``platform = "sim"``), continues after failures, analyses every
 stored run in one Spark job, and writes into ``store/suites/<name>/<YYYYMMDDTHHMMSS>/``: ``suite.json``
 (the cases and their outcomes, updated after each run), ``junit.xml`` (one test case per run) and
-``summary.json`` (docs/analysis.md describes the layout as a contract). Exit code: 1 if a run is invalid
+``summary.json`` (docs/analysis.md describes the layout as a contract). ``--shard K/N`` keeps one of N
+balanced slices (:func:`shard_cases`), for a night spread over N machines; :func:`merge_shards` puts the
+shards' records back together into one (``harness analyze --summary`` over their stores). Exit code: 1 if a run is invalid
 that was expected valid, or a known bug was missed; else 2 if a run is unknown or crashed; else 0.
 """
 
@@ -81,6 +83,11 @@ from harness.suite.file import (  # re-exported: harness.suite is the package's 
     shard_cases,
     test_spec,
     with_store,
+)
+from harness.suite.merge import (  # re-exported: harness.suite is the package's one name
+    MergedSuite,
+    find_shard_records,
+    merge_shards,
 )
 from harness.suite.outputs import (  # re-exported: harness.suite is the package's one name
     JUNIT,
@@ -197,6 +204,7 @@ __all__ = [
     "EXPECTATIONS",
     "JUNIT",
     "MATRIX_KEYS",
+    "MergedSuite",
     "PLATFORM_SIM",
     "RUN_CHECK_TIMEOUT",
     "RUN_OPTIONS",
@@ -214,10 +222,12 @@ __all__ = [
     "compose_case",
     "controller_vocabulary",
     "dumps_case_list",
+    "find_shard_records",
     "judge",
     "junit_document",
     "live_line",
     "load_suite",
+    "merge_shards",
     "parse_shard",
     "parse_suite",
     "run_case",

@@ -82,6 +82,9 @@ class Case:
     group: str = ""
     target: float | None = None
     """The share of the entry's runs that must meet ``expect`` (``harness.analysis.rates``), if set."""
+    position: int | None = None
+    """The case's place in the whole expanded file, kept when ``--only`` or ``--shard`` number the cases
+    again: merged shards (``harness.suite.merge``) put their cases back in file order by it."""
 
     @property
     def name(self) -> str:
@@ -107,6 +110,11 @@ class Suite:
     store: str = "store"
     description: str = ""
     key_timeout: float | None = None
+    shard: tuple[int, int] | None = None
+    """``(K, N)`` when only the K-th of N slices of the file is kept (``--shard``)."""
+    seed_base: int | None = None
+    """What the file's random seeds (``seeds = N``) were drawn from, when given (``--seed-base``): shards
+    run on several machines draw the same seeds only so."""
 
 
 def _where(path: Path, table: str) -> str:
@@ -347,6 +355,7 @@ def parse_suite(
                             expect=expect,
                             group=group,
                             target=target,
+                            position=len(cases),
                         )
                     )
     if not cases:
@@ -400,9 +409,13 @@ def load_suite(
     vocabulary: Vocabulary | None = None,
     compose: Callable[[Case, str], None] | None = None,
     rng: random.Random | None = None,
+    seed_base: int | None = None,
 ) -> Suite:
     """Read, expand and check a suite file: every case is composed (``compose``, by default the
-    controller's) before anything runs. Raises :class:`SuiteError`."""
+    controller's) before anything runs. Raises :class:`SuiteError`.
+
+    ``rng`` draws the seeds of ``seeds = N``; without it they come from ``seed_base`` when given (the same
+    seeds on every machine: ``harness suite --seed-base``, what shards of one night share), else fresh."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -410,7 +423,8 @@ def load_suite(
         raise SuiteError(f"{path}: no such suite file; see suites/ for examples") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(f"{path}: cannot read the suite file ({exc})") from None
-    suite = parse_suite(text, path, vocabulary or controller_vocabulary(), rng)
+    rng = rng or random.Random(seed_base)
+    suite = replace(parse_suite(text, path, vocabulary or controller_vocabulary(), rng), seed_base=seed_base)
     check = compose or compose_case
     for case in suite.cases:
         try:
@@ -450,13 +464,18 @@ def case_cost(case: Case) -> float:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``K/N`` (``harness suite --shard``): the K-th of N slices, 1 <= K <= N. Raises ValueError."""
+    """``K/N`` (``harness suite --shard``): the K-th of N slices, 1 <= K <= N. Raises ValueError with one
+    sentence naming what is wrong and what to give instead."""
     parts = text.split("/")
     if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"--shard {text!r} is not K/N (the K-th of N slices, e.g. 2/4)")
+        raise ValueError(f"--shard {text!r} is not K/N: give the K-th of N slices as two whole numbers, "
+                         "e.g. --shard 2/4")
     k, n = int(parts[0]), int(parts[1])
+    if n < 1:
+        raise ValueError(f"--shard {text!r}: N, the number of slices, must be at least 1, e.g. --shard 1/1")
     if not 1 <= k <= n:
-        raise ValueError(f"--shard {text!r}: K must be between 1 and N")
+        raise ValueError(f"--shard {text!r}: K must be between 1 and {n}: the slices are --shard 1/{n} to "
+                         f"--shard {n}/{n}")
     return k, n
 
 
@@ -476,7 +495,7 @@ def shard_cases(suite: Suite, k: int, n: int) -> Suite:
     if not kept:
         raise SuiteError(f"{suite.path}: --shard {k}/{n} is empty: the suite has {len(suite.cases)} runs; use at "
                          "most that many shards")
-    return replace(suite, cases=tuple(replace(c, index=i) for i, c in enumerate(kept)))
+    return replace(suite, cases=tuple(replace(c, index=i) for i, c in enumerate(kept)), shard=(k, n))
 
 
 def with_store(suite: Suite, store: str | None) -> Suite:

@@ -128,7 +128,9 @@ def _relative(path: Path | None, store: Path) -> str | None:
 def _case_json(case: Case) -> dict[str, Any]:
     return {
         "name": case.name,
+        "position": case.position,
         "group": case.group,
+        "label": case.label,
         "db": case.db,
         "db_options": dict(case.db_options),
         "workload": case.workload,
@@ -158,7 +160,8 @@ def suite_record(
             entry.update(command=run.command, error=run.error, seconds=round(run.seconds, 3))
         outcome = by_index.get(case.index)
         if outcome is not None:
-            entry.update(valid=outcome.valid, status=outcome.status, failed_checkers=outcome.failed_checkers)
+            entry.update(valid=outcome.valid, status=outcome.status, failed_checkers=outcome.failed_checkers,
+                         invalid_checkers=list(outcome.invalid_checkers))
         entries.append(entry)
     return {
         "name": suite.name,
@@ -166,6 +169,8 @@ def suite_record(
         "description": suite.description,
         "started": started.astimezone(UTC).strftime(TIMESTAMP_FORMAT),
         "cases": len(suite.cases),
+        "shard": f"{suite.shard[0]}/{suite.shard[1]}" if suite.shard else None,
+        "seed_base": suite.seed_base,
         "runs": entries,
     }
 
