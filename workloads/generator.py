@@ -1,7 +1,9 @@
 """Choosing a workload by name, and planning its operations as pure data.
 
 * :func:`workload_names` / :func:`make_workload`: the registry (``register``, ``queue``, ``log``); an unknown
-  name raises ``ValueError`` listing the valid ones.
+  name raises ``ValueError`` listing the valid ones. Nothing here lists the workloads: each module of the
+  package registers its own (``workloads.ops.register_workload``), and :func:`discover_workloads`, run when
+  this module is imported, imports every module of the package so they have.
 * :func:`workload_checkers` / :func:`workload_model`: what a workload declares on its class (its checkers,
   its model), asked by name: how the judges, the direct one and the analysis, learn which checkers judge a
   stored run of it. :func:`workloads_for`: the workloads a client that runs given operations serves.
@@ -19,20 +21,24 @@ the keys the run used. Nothing here reads a clock or draws randomness on its own
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from workloads.log import LogWorkload
-from workloads.ops import Op, Workload, WorkloadOption
-from workloads.queue import QueueWorkload
-from workloads.register import RegisterWorkload
+import workloads
+from workloads.ops import WORKLOADS, Op, Workload, WorkloadOption
 
-WORKLOADS: dict[str, Callable[..., Workload]] = {
-    "register": RegisterWorkload,
-    "queue": QueueWorkload,
-    "log": LogWorkload,
-}
+
+def discover_workloads() -> tuple[str, ...]:
+    """Import every module of the ``workloads`` package (pkgutil, in name order; a module imported already
+    is not run again), so that each workload module has registered its class; the workload names, in
+    registry order. Run when this module is imported; call it again after a directory joins the package's
+    ``__path__`` (what tests/harness/test_adding_a_workload.py does)."""
+    for module in pkgutil.iter_modules(workloads.__path__, f"{workloads.__name__}."):
+        importlib.import_module(module.name)
+    return workload_names()
 
 
 def workload_names() -> tuple[str, ...]:
@@ -175,3 +181,6 @@ def scripts_from_jsonl(lines: Iterable[Mapping[str, Any]]) -> dict[int, list[Op]
             raise ValueError(f"a client schedule line needs integer 'slot' and 'index': {dict(line)!r}")
         scripts.setdefault(slot, []).append((index, Op.from_json(line)))
     return {slot: [op for _, op in sorted(ops, key=lambda pair: pair[0])] for slot, ops in sorted(scripts.items())}
+
+
+discover_workloads()

@@ -44,6 +44,7 @@ from workloads.ops import (
     check_rate,
     completion_fields,
     process_rng,
+    register_workload,
     think_time,
 )
 
@@ -58,6 +59,7 @@ FINAL_POLL_LIMIT = 100_000
 """Polls of one log the final phase makes at most at one node: a log that never ends is itself a finding."""
 
 
+@register_workload(order=3)
 class LogWorkload:
     """Seeded append/poll operations over logs ``l0`` .. ``l<keys-1>``.
 

@@ -12,6 +12,10 @@ A :class:`Workload` declares its own facts on its class, read by the harness and
 (``checkers``: each workload states its own list), the sequential model the linearizability checker uses
 (``model``, ``checkers.models``: ``cas-register``, ``queue``) and its final phase (``final_ops``).
 
+A workload module registers its class where it declares it (:func:`register_workload`, into
+:data:`WORKLOADS`); ``workloads.generator`` imports every module of this package first, so the registry
+lists no workload itself and a new workload is one new module.
+
 Where a client process sends an operation that names no node is the *client binding*
 (:data:`CLIENT_BINDINGS`, :func:`bind`), one policy for the container and the simulated clients.
 """
@@ -20,9 +24,9 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 LOCAL_FS: tuple[str, ...] = ("read", "poll")
 """The operations that may be ``local`` (served by their node): the register's read, the log's poll."""
@@ -167,6 +171,43 @@ class Workload(Protocol):
     def final_ops(self, node: str, keys: Sequence[str]) -> FinalOps:
         """The operations of the final phase at ``node`` over the ``keys`` the run used."""
         ...
+
+
+WORKLOADS: dict[str, Callable[..., Workload]] = {}
+"""Every registered workload class by name, in registry order (:func:`register_workload`). Read it through
+``workloads.generator``, which imports this package's modules first so that each has registered itself."""
+_ORDER: dict[str, int | None] = {}
+
+_W = TypeVar("_W", bound=Callable[..., Any])
+
+
+def register_workload(*, order: int | None = None) -> Callable[[_W], _W]:
+    """A class decorator that registers a workload class in :data:`WORKLOADS` under its ``name``.
+
+    The registry's order is the order of ``--workload``'s choices and of ``harness dbs``: ascending
+    ``order``, ties and then the workloads without one (after every numbered one) by name, so it does not
+    depend on which module was imported first. The bundled workloads are 1 (``register``), 2 (``queue``) and
+    3 (``log``); a new one leaves ``order`` out. Registering the same class again (a module imported anew)
+    replaces it; another class under a registered name is a ValueError."""
+
+    def register(cls: _W) -> _W:
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a workload class declares its name (a class attribute), {cls!r} does not")
+        known = WORKLOADS.get(name)
+        if known is not None and _origin(known) != _origin(cls):
+            raise ValueError(f"workload {name!r} is registered already, by {'.'.join(_origin(known))}")
+        WORKLOADS[name] = cls
+        _ORDER[name] = order
+        for key in sorted(WORKLOADS, key=lambda key: (_ORDER.get(key) is None, _ORDER.get(key) or 0, key)):
+            WORKLOADS[key] = WORKLOADS.pop(key)
+        return cls
+
+    return register
+
+
+def _origin(factory: Callable[..., Any]) -> tuple[str, str]:
+    return getattr(factory, "__module__", "?"), getattr(factory, "__qualname__", repr(factory))
 
 
 def process_rng(seed: int, process: int) -> random.Random:

@@ -58,6 +58,7 @@ from workloads.ops import (
     check_rate,
     completion_fields,
     process_rng,
+    register_workload,
     think_time,
 )
 
@@ -114,6 +115,7 @@ def draw_guid(rng: random.Random) -> str:
     return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
+@register_workload(order=2)
 class QueueWorkload:
     """Seeded put/consume/confirm operations over queues ``q0``.. ``q<queues-1>``."""
 

@@ -33,6 +33,7 @@ from workloads.ops import (
     check_rate,
     completion_fields,
     process_rng,
+    register_workload,
     think_time,
 )
 
@@ -41,6 +42,7 @@ FINAL_RETRIES = 10
 """Failed final reads one node may try again, in all (:meth:`RegisterWorkload.final_ops`)."""
 
 
+@register_workload(order=1)
 class RegisterWorkload:
     """Seeded read/write/cas operations over rotating windows of keys ``k0``, ``k1``, ...
 

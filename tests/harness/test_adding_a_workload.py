@@ -1,90 +1,46 @@
 """Adding a workload, done from this test alone: a ``counter`` workload (``add`` / ``read``) with its own
-checker, registered here (monkeypatched) and run in the simulator against the bundled cluster adapter.
+checker, run in the simulator against the bundled cluster adapter.
 
-It keeps docs/workloads.md ("Adding a workload") true by doing what it lists: every place this test
-touches is one the list names, and the list names nothing this test did not need. Neither the other
-workloads (``workloads/register.py``, ``queue.py``, ``log.py``) nor the judges are touched: the workload
-declares its operations, its client's operations, its checkers, its model and its final phase itself, and
-both judges (the direct one and the analysis's run-level checks) ask it which checkers judge its runs.
+The workload and its checker are two modules kept as a contributor would write them,
+``example_workload/workloads/counter.py`` and ``example_workload/checkers/counter.py``: the test puts those
+directories on the ``workloads`` and ``checkers`` packages' paths and asks the registries to discover them,
+so each registers itself where it is declared and no table of the project is edited. The client side (the
+bundled adapter's ``adapters/cluster/client.py``) is patched here.
+
+It keeps docs/workloads.md ("Adding a workload") true by doing what it lists: the files it names are derived
+from where the registered workload, checker and client are defined, and must be exactly the documented ones.
+Neither the other workloads nor the judges are touched: the workload declares its operations, its client's
+operations, its checkers, its model and its final phase itself, and both judges (the direct one and the
+analysis's run-level checks) ask it which checkers judge its runs.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import re
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import checkers
+import workloads
 from adapters.cluster.client import ClusterWorkloadClient, completion_of
-from checkers import registry
 from checkers.history import load_history
-from checkers.registry import Checker, CheckInput
-from checkers.verdict import UNKNOWN, Verdict
+from checkers.registry import CHECKERS, discover_checkers
 from harness.analysis.checks import run_level_checks, run_params
 from harness.cli import main
-from workloads import generator
-from workloads.ops import VALUE_STRIDE, FinalOps, Op, WorkloadOption, process_rng, think_time
+from workloads.generator import WORKLOADS, discover_workloads
+from workloads.ops import Op
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "workloads.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "workloads.md"
+EXAMPLE = Path(__file__).resolve().parent / "example_workload"
+"""Laid out like the project: ``EXAMPLE / "workloads" / "counter.py"`` is the contributor's
+``workloads/counter.py``."""
 NAME = "counter"
-
-
-# --- workloads/counter.py: the workload and its facts --------------------------------------------------
-
-
-class CounterWorkload:
-    """Adds of small positive amounts to counters ``c0``, ``c1`` and reads of them; the final phase reads
-    every counter at each node."""
-
-    name = NAME
-    operations = ("add", "read")
-    client_ops = {"add": "add ``value`` to the counter", "read": "the counter's value (null: never added to)"}
-    checkers = ("counter",)
-    model = "counter"
-    options = (WorkloadOption("keys", int, "counters c0 .. (default 2)"),)
-
-    def __init__(self, rng: random.Random, *, keys: int = 2, rate: float | None = 10.0) -> None:
-        self.seed = rng.getrandbits(64)
-        self.keys = keys
-        self.rate = rate
-
-    def stream(self, process: int) -> Iterator[Op]:
-        rng = process_rng(self.seed, process)
-        while True:
-            key, think = f"c{rng.randrange(self.keys)}", think_time(rng, self.rate)
-            if rng.random() < 0.5:
-                yield Op("add", key, rng.randrange(1, VALUE_STRIDE), think=think)
-            else:
-                yield Op("read", key, None, think=think)
-
-    def final_ops(self, node: str, keys: Sequence[str]) -> FinalOps:
-        for key in sorted(set(keys)):
-            yield Op("read", key, None, node=node, local=True)
-
-
-# --- checkers/counter.py: its checker -----------------------------------------------------------------
-
-
-def check_counter(inp: CheckInput) -> Verdict:
-    """Every read is at most what was added (acknowledged or maybe); every final read is at least what was
-    acknowledged."""
-    adds = [op for op in inp.history.ops if op.f == "add"]
-    reads = [op for op in inp.history.ops if op.f == "read" and op.ok]
-    finals = [op for op in reads if (op.extra or {}).get("final")]
-    for key in sorted({op.key for op in adds + reads}):
-        acked = sum(op.value for op in adds if op.key == key and op.ok)
-        maybe = acked + sum(op.value for op in adds if op.key == key and op.type == "info")
-        for op in reads:
-            seen = op.output or 0
-            if op.key == key and (seen > maybe or (op in finals and seen < acked)):
-                return Verdict(False, f"{key}: read {seen}, but {acked}..{maybe} was added", counterexample=op.id)
-    if not finals:
-        return Verdict(UNKNOWN, "no final reads")
-    return Verdict(True, f"{len(adds)} adds, {len(reads)} reads, {len(finals)} final reads agree")
 
 
 # --- adapters/cluster/client.py: the client side (add as read + compare-and-set) ------------------------
@@ -107,30 +63,45 @@ async def invoke(self: ClusterWorkloadClient, op: Op) -> dict[str, Any]:
     return {**completion_of(result, "add"), "value": op.value}
 
 
-# --- the test ------------------------------------------------------------------------------------------
+# --- the test ---------------------------------------------------------------------------------------
 
 
-def add_counter(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Register the counter workload, its checker and its client side; return each file a contributor
-    would touch for it (docs/workloads.md's placeholders filled in) -> what was done there."""
-    touched: dict[str, str] = {}
+def defined_in(obj: Any, package: Any) -> str:
+    """The project path of the module of ``package`` that defines ``obj``, with its name as docs/workloads.md
+    writes it (``workloads/<name>.py``)."""
+    module = sys.modules[obj.__module__]
+    assert module.__name__.rpartition(".")[0] == package.__name__, f"{obj!r} is not declared in {package}"
+    return f"{package.__name__}/{Path(module.__file__ or '').name}".replace(f"/{NAME}.py", "/<name>.py")
 
-    def touch(module: Any, what: str) -> None:
-        path = Path(module.__file__).resolve().relative_to(DOCS.parents[1]).as_posix()
-        touched[path.replace(f"/{NAME}.py", "/<name>.py")] = what
 
-    touched["workloads/<name>.py"] = "the workload class: " + CounterWorkload.__name__
-    monkeypatch.setitem(generator.WORKLOADS, NAME, CounterWorkload)
-    touch(generator, "its WORKLOADS entry")
-    touched["checkers/<name>.py"] = "its checker: " + check_counter.__name__
-    monkeypatch.setitem(registry.CHECKERS, "counter", Checker(
-        "counter", "reads see what was added", check_counter, lambda inp: any(op.f == "add" for op in inp.history.ops)))
-    touch(registry, "its CHECKERS entry")
-    monkeypatch.setattr(ClusterWorkloadClient, "invoke", invoke)
-    monkeypatch.setattr(ClusterWorkloadClient, "operations", (*ClusterWorkloadClient.operations, "add"))
-    touch(__import__(ClusterWorkloadClient.__module__, fromlist=["_"]), "the client runs add")
-    touched["tests/"] = "this test"
-    return touched
+@pytest.fixture
+def counter_added(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """Add the counter workload, its checker and its client side; yield each file a contributor would touch
+    for it (docs/workloads.md's placeholders filled in) -> what is there. Undone afterwards."""
+    saved = dict(WORKLOADS), dict(CHECKERS)
+    assert NAME not in WORKLOADS and NAME not in CHECKERS
+    # A contributor's two new modules: the packages gain them, the registries find them.
+    monkeypatch.setattr(workloads, "__path__", [*workloads.__path__, str(EXAMPLE / "workloads")])
+    monkeypatch.setattr(checkers, "__path__", [*checkers.__path__, str(EXAMPLE / "checkers")])
+    try:
+        assert NAME in discover_workloads() and NAME in discover_checkers()
+        touched = {
+            defined_in(WORKLOADS[NAME], workloads): "the workload class: " + WORKLOADS[NAME].__name__,
+            defined_in(CHECKERS[NAME].run, checkers): "its checker: " + CHECKERS[NAME].run.__name__,
+        }
+        # The client side: an edit of the bundled adapter's client.
+        monkeypatch.setattr(ClusterWorkloadClient, "invoke", invoke)
+        monkeypatch.setattr(ClusterWorkloadClient, "operations", (*ClusterWorkloadClient.operations, "add"))
+        client = Path(sys.modules[ClusterWorkloadClient.__module__].__file__ or "")
+        touched[client.relative_to(ROOT).as_posix()] = "the client runs add"
+        touched["tests/"] = "this test"
+        yield touched
+    finally:
+        for module in (f"workloads.{NAME}", f"checkers.{NAME}"):
+            sys.modules.pop(module, None)
+        for registry, before in zip((WORKLOADS, CHECKERS), saved, strict=True):
+            registry.clear()
+            registry.update(before)
 
 
 def documented_files() -> set[str]:
@@ -141,10 +112,11 @@ def documented_files() -> set[str]:
 
 
 def test_a_counter_workload_added_from_a_test_runs_in_the_simulator_and_both_judges_ask_it(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    touched = add_counter(monkeypatch)
-    assert set(touched) == documented_files()
-    assert len({path for path in touched if not path.endswith(("generator.py", "registry.py"))}) <= 4
+        tmp_path: Path, counter_added: dict[str, str]) -> None:
+    assert set(counter_added) == documented_files()
+    assert len(counter_added) <= 4
+    # The registries put what was added after what is bundled, in a stable order.
+    assert list(WORKLOADS)[-1] == NAME and list(CHECKERS)[-1] == NAME
 
     store = tmp_path / "store"
     argv = ["simulate", "--db", "cluster", "--workload", NAME, "--workload-opt", "keys=3", "--seed", "7",
