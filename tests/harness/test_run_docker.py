@@ -13,6 +13,8 @@ from docker.client import DockerClient
 
 from checkers.history import load_history, load_journals
 from harness import run as run_module
+from harness.analysis import dataset
+from harness.analysis.inprocess import ENGINE
 from harness.interpreter import Interpreter
 from harness.platforms.docker import LABEL_RUN, DockerPlatform
 from harness.run import run
@@ -82,6 +84,10 @@ def test_a_short_chaos_run_is_stored_with_history_journals_and_a_verdict(docker_
 
     results = json.loads((run_dir / "results.json").read_text())
     assert set(results["checkers"]) == {"single-leader-per-term", "lsn-monotonicity", "durability", "linearizable"}
+    # Judged once, in this process, by the pipeline's tasks: its rows are in the store's dataset.
+    assert results["analysis"]["engine"] == ENGINE
+    partition = f"test={run_dir.parent.name}/run={run_dir.name}/part-00000.parquet"
+    assert all((tmp_path / "store" / "dataset" / table / partition).is_file() for table in dataset.TABLES)
     summaries = {name: verdict["summary"] for name, verdict in results["checkers"].items()}
     assert results["valid"] is True, summaries
     assert result.exit_code == 0
