@@ -328,12 +328,19 @@ class Client:
             try:
                 reply = await self._connection(target).call(request, deadline - loop.time(), self.connect_timeout)
             except NeverSent as exc:
-                result = Result("fail", error=exc.code, message=str(exc), node=target, redirects=hops)
                 if exc.code != CONNECTION_REFUSED:
-                    return result
+                    return Result("fail", error=exc.code, message=str(exc), node=target, redirects=hops)
                 refused.add(target)
                 if self.leader_hint == target:
                     self.leader_hint = None
+                # Refused: no leader named, so the operation fails over to the next untried node, if any
+                # and if time is left (the path below; its Result is made only when it is the answer).
+                untried = _next_untried(self.nodes, target, tried) if follow_redirects else None
+                if untried is None or deadline <= loop.time():
+                    return Result("fail", error=exc.code, message=str(exc), node=target, redirects=hops)
+                target = untried
+                hops += 1
+                continue
             except Lost as exc:
                 if self.leader_hint == target:
                     self.leader_hint = None  # it may have died: the next operation starts elsewhere

@@ -56,7 +56,7 @@ run): slot ``s`` invokes its list in order, whatever process id it has at the ti
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import dataclasses
 import logging
 import random
@@ -458,6 +458,71 @@ class RunStats:
         }
 
 
+class Signal:
+    """A one-way flag tasks wait on, as ``asyncio.Event`` (``set``, ``is_set``, ``wait``), with a bounded
+    wait that needs no cancellation: :meth:`wait_at_most`.
+
+    Waiting for an ``asyncio.Event`` under ``asyncio.timeout`` ends by cancelling the task when the time
+    is up (a ``CancelledError`` through every frame, turned into ``TimeoutError``), and workers wait so
+    between all their operations. Here the timer and :meth:`set` both just complete the waiter's future,
+    in the same turns of the loop as the cancellation did: one timer at the same time, one wake-up, and
+    waiters woken by ``set`` in the order they began to wait, bounded waits or not. So a run on the
+    virtual-time loop interleaves exactly as before (the simulator's histories did not change)."""
+
+    def __init__(self) -> None:
+        self._value = False
+        self._waiters: collections.deque[asyncio.Future[bool]] = collections.deque()
+
+    def is_set(self) -> bool:
+        return self._value
+
+    def set(self) -> None:
+        """Set the flag and wake every waiter, in the order they began to wait."""
+        if not self._value:
+            self._value = True
+            for future in self._waiters:
+                if not future.done():
+                    future.set_result(True)
+
+    async def wait(self) -> bool:
+        """Wait until the flag is set (at once if it is)."""
+        if self._value:
+            return True
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        try:
+            return await future
+        finally:
+            self._waiters.remove(future)
+
+    async def wait_at_most(self, seconds: float) -> bool:
+        """Wait until the flag is set or ``seconds`` have passed: ``True`` if it was set. The timer is the
+        one ``asyncio.timeout(seconds)`` arms (at the loop's time + ``seconds``; a deadline not after the
+        loop's time is due at once)."""
+        if self._value:
+            return True
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        expired: list[bool] = []
+        when = loop.time() + seconds
+        timer = (loop.call_soon(_time_up, future, expired) if when <= loop.time()
+                 else loop.call_at(when, _time_up, future, expired))
+        self._waiters.append(future)
+        try:
+            # A timer that fires after ``set`` but before this task resumed still wins, as the timeout's
+            # cancellation did.
+            return await future and not expired
+        finally:
+            timer.cancel()
+            self._waiters.remove(future)
+
+
+def _time_up(future: asyncio.Future[bool], expired: list[bool]) -> None:
+    expired.append(True)
+    if not future.done():
+        future.set_result(False)
+
+
 class Interpreter:
     """Runs one test's chaos phase and final phase, writing every event to ``history``."""
 
@@ -503,8 +568,8 @@ class Interpreter:
         self.view = ClusterView(self.nodes, self.clock)
         self._next_process = config.concurrency + len(self.nodes)
         self.keys: set[str] = set()  # every key the chaos phase used: the final phase reads them all
-        self._stopping: asyncio.Event | None = None
-        self._polling_done: asyncio.Event | None = None
+        self._stopping: Signal | None = None
+        self._polling_done: Signal | None = None
         self._start = 0.0
         for entry in self.schedule:
             f, _ = nemesis.describe(entry.fault) if nemesis else ("?", None)
@@ -524,8 +589,8 @@ class Interpreter:
     async def run(self) -> RunStats:
         """Wait for a first leader, then the chaos phase for ``time_limit`` seconds, then the final phase.
         Returns the counters."""
-        self._stopping = asyncio.Event()
-        self._polling_done = asyncio.Event()
+        self._stopping = Signal()
+        self._polling_done = Signal()
         if self.status is not None:
             await self._wait_for_leader()
         self.history.start()
@@ -595,7 +660,7 @@ class Interpreter:
 
     # -- waiting --------------------------------------------------------------------------------------
 
-    async def _sleep_until(self, offset: float, interrupt: asyncio.Event | None = None) -> bool:
+    async def _sleep_until(self, offset: float, interrupt: Signal | None = None) -> bool:
         """Wait until ``offset`` seconds after the start; ``False`` if ``interrupt`` was set first."""
         delay = offset - self.elapsed()
         if interrupt is None:
@@ -606,11 +671,7 @@ class Interpreter:
             return False
         if delay <= 0:
             return True
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(delay):  # no task per wait, unlike wait_for (many per second)
-                await interrupt.wait()
-            return False
-        return True
+        return not await interrupt.wait_at_most(delay)  # no task nor cancellation per wait
 
     # -- clients --------------------------------------------------------------------------------------
 
@@ -650,11 +711,7 @@ class Interpreter:
     async def _pause(self, seconds: float) -> bool:
         """Wait ``seconds``; ``False`` if the time limit came first."""
         assert self._stopping is not None
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._stopping.wait()
-            return False
-        return True
+        return not await self._stopping.wait_at_most(seconds)
 
     async def _execute(
         self, process: int, client: WorkloadClient, op: Op, timeout: float, *, final: bool = False

@@ -579,7 +579,7 @@ class World:
         delay = self.network.client_delay_ns()
         if not node.up:
             at = self.now + 2 * delay
-            self._push(at, REPLY, on_reply, ref, dict(REFUSED))
+            self._push(at, REPLY, on_reply, ref, REFUSED)  # the callbacks only read it
             return at
         node.outstanding[ref] = on_reply
         self._push(self.now + delay, REQUEST, node_id, (node.incarnation, ref), request)

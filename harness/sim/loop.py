@@ -134,8 +134,35 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         return handle
 
     def _due(self, handle: asyncio.TimerHandle) -> None:
-        if not handle.cancelled():
+        if not handle._cancelled:  # type: ignore[attr-defined]
             self._ready.append(handle)  # type: ignore[attr-defined]
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any,
+                  context: contextvars.Context | None = None) -> asyncio.Handle:
+        """``BaseEventLoop.call_soon`` without its debug-mode checks (this loop never runs in debug mode):
+        a future's completion wakes its task through here, once per wait."""
+        if self._debug:  # type: ignore[attr-defined]
+            return super().call_soon(callback, *args, context=context)
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        handle = asyncio.Handle(callback, args, self, context)
+        self._ready.append(handle)  # type: ignore[attr-defined]
+        return handle
+
+    def _run_once(self) -> None:
+        """One iteration of the loop, as ``BaseEventLoop._run_once`` makes it with no timers of its own and
+        a selector that never reports I/O: when nothing is ready (and the loop is not stopping), carry out
+        the world's events until one of them makes something ready; then run what is ready now, in order
+        (what those callbacks make ready runs in the next iteration)."""
+        if self._debug:  # type: ignore[attr-defined]
+            return super()._run_once()  # type: ignore[misc]
+        ready = self._ready  # type: ignore[attr-defined]
+        if not ready and not self._stopping:  # type: ignore[attr-defined]
+            self._selector.select(None)  # type: ignore[attr-defined]
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if not handle._cancelled:
+                handle._run()
 
 
 def run_simulated(world: EventSource, main: Coroutine[Any, Any, T]) -> T:
