@@ -42,16 +42,24 @@ order the writes of the whole cluster, so ``lsn-monotonicity`` applies unchanged
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import functools
 import json
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
+from harness.db.client import (
+    CONNECTION_LOST,
+    CONNECTION_REFUSED,
+    TIMEOUT,
+    NotSent,
+    PinnedClient,
+    fail,
+    indefinite,
+)
 from workloads.ops import Op
 
 LINEARIZABLE, SERIALIZABLE = "linearizable", "serializable"
@@ -61,9 +69,6 @@ LSN_TERM = 0
 """The term part of every LSN this client reports (module docstring, "LSNs")."""
 
 CAS_MISMATCH = "cas-mismatch"
-CONNECTION_REFUSED = "connection-refused"
-TIMEOUT = "timeout"
-CONNECTION_LOST = "connection-lost"
 GRPC_INVALID_ARGUMENT = 3
 DEFINITE_MESSAGES = ("etcdserver: too many requests", "raft proposal dropped")
 """etcd errors that say the request was refused before it reached the log."""
@@ -153,27 +158,24 @@ def completion_of(op: Op, node: str, body: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "ok", "value": None, "node": node, "lsn": _lsn(header.get("revision"))}
 
 
-def indefinite(op: Op, node: str, error: str) -> dict[str, Any]:
-    """An outcome that may or may not have taken effect: ``info``, or ``fail`` for a read (no effect)."""
-    return {"type": "fail" if op.f == "read" else "info", "value": None, "node": node, "error": error}
-
-
 def error_completion(op: Op, node: str, status: int, body: Any) -> dict[str, Any]:
     """The completion of an answer that is not a 200: definite where etcd says the request never reached
     the log (module docstring, "Outcomes"), else :func:`indefinite`."""
     fields = body if isinstance(body, Mapping) else {}
     error = str(fields.get("message") or fields.get("error") or f"HTTP {status}")
     if fields.get("code") == GRPC_INVALID_ARGUMENT or any(m in error for m in DEFINITE_MESSAGES):
-        return {"type": "fail", "value": None, "node": node, "error": error}
+        return fail(node, error)
     return indefinite(op, node, error)
 
 
-class EtcdWorkloadClient:
+class EtcdWorkloadClient(PinnedClient[None]):
     """One logical process's client: read, write and cas over the gateway of the members in ``urls``.
 
     ``urls``: member name -> base URL (``http://10.55.0.11:2379``); ``home`` the member it talks to unless
     an operation names one. ``transport`` replaces the network (tests pass ``httpx.MockTransport``).
     """
+
+    member = "member"
 
     def __init__(
         self,
@@ -186,58 +188,34 @@ class EtcdWorkloadClient:
     ) -> None:
         if reads not in READ_MODES:
             raise ValueError(f"reads must be one of {', '.join(READ_MODES)}, not {reads!r}")
-        if home not in urls:
-            raise ValueError(f"home member {home!r} is not one of {', '.join(urls)}")
-        self.urls = dict(urls)
-        self.home = home
+        super().__init__(urls, home, timeout=timeout)
         self.reads = reads
-        self.timeout = timeout
         self.http = http_client(timeout, transport)
 
     async def invoke(self, op: Op) -> dict[str, Any]:
-        """Run ``op`` at its member: ``op.node``, or the home member. Without ``op.node``, a member that
-        cannot be reached (nothing was sent) passes the operation to the next one, each tried once while
-        the client's timeout lasts, and the home moves with it."""
-        if op.node is not None:
-            if op.node not in self.urls:
-                return {"type": "fail", "value": None, "node": op.node, "error": f"no member called {op.node!r}"}
-            completion, _ = await self._send(op, op.node)
-            return completion
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
-        members = list(self.urls)
-        first = members.index(self.home)
-        for member in members[first:] + members[:first]:
-            self.home = member
-            completion, sent = await self._send(op, member)
-            if sent or loop.time() >= deadline:
-                break
-        return completion
+        """Run ``op`` at its member: ``op.node``, or the home member, failing over while a member cannot be
+        reached (``harness.db.client.PinnedClient.failover``)."""
+        return await self.failover(op, self._send)
 
-    async def _send(self, op: Op, node: str) -> tuple[dict[str, Any], bool]:
-        """``op``'s completion at ``node``, and whether the request may have reached it."""
+    async def _send(self, op: Op, node: str, deadline: float) -> dict[str, Any]:
+        """``op``'s completion at ``node``; :class:`NotSent` when the request cannot have reached it."""
         path, body = request_for(op, self.reads)
         try:
-            response = await self.http.post(self.urls[node] + path, json=body)
+            response = await self.http.post(self.addresses[node] + path, json=body)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             # Never sent: no connection was made (refused, unreachable, or none free in time).
-            return {"type": "fail", "value": None, "node": node, "error": f"{CONNECTION_REFUSED}: {exc}"}, False
+            raise NotSent(f"{CONNECTION_REFUSED}: {exc}") from None
         except httpx.TimeoutException:
-            return indefinite(op, node, f"{TIMEOUT} after {self.timeout:g} s"), True
+            return indefinite(op, node, f"{TIMEOUT} after {self.timeout:g} s")
         except httpx.TransportError as exc:
-            return indefinite(op, node, f"{CONNECTION_LOST}: {type(exc).__name__}: {exc}"), True
+            return indefinite(op, node, f"{CONNECTION_LOST}: {type(exc).__name__}: {exc}")
         try:
             answer = response.json()
         except ValueError:
             answer = None
         if response.status_code == 200 and isinstance(answer, Mapping):
-            return completion_of(op, node, answer), True
-        return error_completion(op, node, response.status_code, answer), True
+            return completion_of(op, node, answer)
+        return error_completion(op, node, response.status_code, answer)
 
     async def close(self) -> None:
         await self.http.aclose()
-
-
-def home_member(nodes: Sequence[str], process: int) -> str:
-    """The member a process talks to unless an operation names one: its id modulo the member count."""
-    return nodes[process % len(nodes)]

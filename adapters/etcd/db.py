@@ -46,9 +46,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from adapters.etcd.client import CLIENT_PORT, LINEARIZABLE, EtcdWorkloadClient, home_member, http_client
+from adapters.etcd.client import CLIENT_PORT, LINEARIZABLE, EtcdWorkloadClient, http_client
 from adapters.etcd.install import EtcdBinary
 from harness.db import Deployment, StatusError
+from harness.db.client import home_node
 from harness.db.daemon import Daemon, DaemonProcess
 from harness.db.http import status_errors
 
@@ -175,7 +176,7 @@ class EtcdDB(DaemonProcess):
 
     async def open_client(self, deployment: Deployment, process: int, timeout: float) -> EtcdWorkloadClient:
         """A client for one logical process, at home on member ``nodes[process % N]``."""
-        return EtcdWorkloadClient(self.client_urls(deployment), home_member(deployment.nodes, process),
+        return EtcdWorkloadClient(self.client_urls(deployment), home_node(deployment.nodes, process),
                                   reads=self.reads, timeout=timeout, transport=self.transport)
 
     async def status(self, deployment: Deployment, node: str, timeout: float) -> dict[str, Any]:

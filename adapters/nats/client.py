@@ -51,9 +51,19 @@ import asyncio
 import base64
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from harness.db.client import (
+    CONNECTION_LOST,
+    CONNECTION_REFUSED,
+    TIMEOUT,
+    NotSent,
+    PinnedClient,
+    fail,
+    info,
+    ok,
+)
 from workloads.ops import Op
 
 CLIENT_PORT = 4222
@@ -68,10 +78,7 @@ LSN_TERM = 0
 NO_MESSAGE = 10037
 """JetStream's ``no message found``: the poll has read to the end of the stream."""
 STREAM_NOT_FOUND = 10059
-CONNECTION_REFUSED = "connection-refused"
 NO_RESPONDERS = "no-responders"
-TIMEOUT = "timeout"
-CONNECTION_LOST = "connection-lost"
 NOT_LEADER = "not-stream-leader"
 _KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -178,11 +185,11 @@ def ack_completion(op: Op, node: str, answer: Mapping[str, Any]) -> dict[str, An
     seq = answer.get("seq")
     if error is not None or not isinstance(seq, int) or isinstance(seq, bool) or seq < FIRST_OFFSET:
         why = error[1] if error is not None else f"an ack without a sequence: {dict(answer)}"
-        return {"type": "info", "value": None, "node": node, "group": op.key, "error": why}
-    return {"type": "ok", "value": [seq, op.value], "node": node, "group": op.key, "lsn": [LSN_TERM, seq]}
+        return info(node, why, group=op.key)
+    return ok(node, [seq, op.value], group=op.key, lsn=[LSN_TERM, seq])
 
 
-class NatsLogClient:
+class NatsLogClient(PinnedClient[Connection]):
     """One logical process's client: append and poll on the streams of the servers in ``urls``.
 
     ``urls``: server name -> ``nats://10.55.0.11:4222``; ``home`` the server it talks to unless an
@@ -190,6 +197,8 @@ class NatsLogClient:
     is shared by the clients of one run (streams known to exist need no second create). ``connect``
     replaces the network (tests).
     """
+
+    member = "server"
 
     def __init__(
         self,
@@ -202,19 +211,14 @@ class NatsLogClient:
         known_streams: set[str] | None = None,
         connect: Connector = nats_connect,
     ) -> None:
-        if home not in urls:
-            raise ValueError(f"home server {home!r} is not one of {', '.join(urls)}")
+        super().__init__(urls, home, timeout=timeout)
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
-        self.urls = dict(urls)
-        self.home = home
         self.replicas = replicas
         self.storage = storage
-        self.timeout = timeout
         self.known_streams = known_streams if known_streams is not None else set()
         self.connect = connect
         self.next_offsets: dict[str, int] = {}
-        self._connections: dict[str, Connection] = {}
         self._no_responders, self._closed = _nats_errors()
 
     def prepare(self, op: Op) -> Op:
@@ -226,68 +230,33 @@ class NatsLogClient:
         return op
 
     async def invoke(self, op: Op) -> dict[str, Any]:
-        """Run ``op`` at ``op.node``, or at the home server, passing on to the next server while a server
-        cannot be reached (nothing was sent) and the client's timeout lasts."""
+        """Run ``op`` at ``op.node``, or at the home server, failing over while a server cannot be reached
+        (``harness.db.client.PinnedClient.failover``)."""
         if op.f not in ("append", "poll"):
-            return {"type": "fail", "value": None, "node": op.node, "error": f"the NATS client runs append "
-                    f"and poll, not {op.f!r}"}
+            return fail(op.node, f"the NATS client runs append and poll, not {op.f!r}")
         if op.key is None or not _KEY.fullmatch(op.key):
-            return {"type": "fail", "value": None, "node": op.node, "error": f"not a stream name: {op.key!r}"}
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
-        if op.node is not None:
-            if op.node not in self.urls:
-                return {"type": "fail", "value": None, "node": op.node, "error": f"no server called {op.node!r}"}
-            completion, _ = await self._at(op, op.node, deadline)
-            return completion
-        servers = list(self.urls)
-        first = servers.index(self.home)
-        for server in servers[first:] + servers[:first]:
-            self.home = server
-            completion, sent = await self._at(op, server, deadline)
-            if sent or loop.time() >= deadline:
-                break
-        return completion
+            return fail(op.node, f"not a stream name: {op.key!r}")
+        return await self.failover(op, self._at)
 
-    async def _at(self, op: Op, node: str, deadline: float) -> tuple[dict[str, Any], bool]:
-        """``op``'s completion at server ``node``, and whether a request of it may have been sent."""
-        remaining = deadline - asyncio.get_running_loop().time()
+    async def _at(self, op: Op, node: str, deadline: float) -> dict[str, Any]:
+        """``op``'s completion at server ``node``; :class:`NotSent` when no connection could be made."""
+        remaining = max(deadline - asyncio.get_running_loop().time(), 0.1)
         try:
-            connection = await self._connection(node, max(remaining, 0.1))
+            connection = await self.connection(node, lambda: self.connect(self.addresses[node], remaining))
         except Exception as exc:  # noqa: BLE001 - any failure to connect means nothing was sent
-            return {"type": "fail", "value": None, "node": node,
-                    "error": f"{CONNECTION_REFUSED}: {type(exc).__name__}: {exc}"}, False
+            raise NotSent(f"{CONNECTION_REFUSED}: {type(exc).__name__}: {exc}") from None
         try:
             failure = await self._ensure_stream(connection, op.key, deadline)
         except Exception as exc:  # noqa: BLE001 - the operation itself was not sent
-            await self._drop(node)
+            await self.drop(node)
             failure = f"stream {op.key} could not be created: {_describe(exc, self._no_responders)}"
         if failure is not None:
-            return {"type": "fail", "value": None, "node": node, "error": failure}, True
+            return fail(node, failure)
         if op.f == "append":
-            return await self._append(connection, op, node, deadline), True
+            return await self._append(connection, op, node, deadline)
         if op.local:
-            return await self._local_poll(connection, op, node, deadline), True
-        return await self._poll(connection, op, node, deadline), True
-
-    async def _connection(self, node: str, timeout: float) -> Connection:
-        connection = self._connections.get(node)
-        if connection is not None and getattr(connection, "is_closed", False):
-            self._connections.pop(node, None)
-            connection = None
-        if connection is None:
-            connection = await self.connect(self.urls[node], timeout)
-            self._connections[node] = connection
-        return connection
-
-    async def _drop(self, node: str) -> None:
-        """Forget ``node``'s connection (it may be broken); the next operation there opens a new one."""
-        connection = self._connections.pop(node, None)
-        if connection is not None:
-            try:
-                await connection.close()
-            except Exception:  # noqa: BLE001, S110 - closing a broken connection may fail; it is gone anyway
-                pass
+            return await self._local_poll(connection, op, node, deadline)
+        return await self._poll(connection, op, node, deadline)
 
     async def _request(self, connection: Connection, subject: str, payload: bytes, deadline: float,
                        headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -317,11 +286,10 @@ class NatsLogClient:
             answer = await self._request(connection, subject_of(op.key), encode_value(op.value), deadline,
                                          headers={"Nats-Expected-Stream": op.key})
         except NoResponders as exc:
-            return {"type": "fail", "value": None, "node": node, "group": op.key, "error": f"{NO_RESPONDERS}: {exc}"}
+            return fail(node, f"{NO_RESPONDERS}: {exc}", group=op.key)
         except Exception as exc:  # noqa: BLE001 - sent: it may have been stored
-            await self._drop(node)
-            return {"type": "info", "value": None, "node": node, "group": op.key,
-                    "error": _describe(exc, self._no_responders)}
+            await self.drop(node)
+            return info(node, _describe(exc, self._no_responders), group=op.key)
         return ack_completion(op, node, answer)
 
     async def _gets(self, connection: Connection, op: Op, deadline: float) -> tuple[list[list[Any]], str | None]:
@@ -349,14 +317,14 @@ class NatsLogClient:
 
     def _read(self, op: Op, node: str, records: list[list[Any]], error: str | None) -> dict[str, Any]:
         if error is not None and not records:
-            return {"type": "fail", "value": None, "node": node, "group": op.key, "error": error}
+            return fail(node, error, group=op.key)
         if records:
             self.next_offsets[op.key] = max(self.next_offsets.get(op.key, FIRST_OFFSET), records[-1][0] + 1)
-        return {"type": "ok", "value": records, "node": node, "group": op.key}
+        return ok(node, records, group=op.key)
 
     async def _poll(self, connection: Connection, op: Op, node: str, deadline: float) -> dict[str, Any]:
         if not isinstance(op.value, int) or isinstance(op.value, bool):
-            return {"type": "fail", "value": None, "node": node, "error": f"a poll reads from an offset, not {op.value!r}"}
+            return fail(node, f"a poll reads from an offset, not {op.value!r}")
         records, error = await self._gets(connection, op, deadline)
         if error is not None and not records:
             await self._drop_if_broken(node, error)
@@ -365,16 +333,15 @@ class NatsLogClient:
     async def _local_poll(self, connection: Connection, op: Op, node: str, deadline: float) -> dict[str, Any]:
         """A final poll, served by ``node`` only if it leads the stream before and after the gets."""
         if not isinstance(op.value, int) or isinstance(op.value, bool):
-            return {"type": "fail", "value": None, "node": node, "error": f"a poll reads from an offset, not {op.value!r}"}
+            return fail(node, f"a poll reads from an offset, not {op.value!r}")
         before = await self._leader(connection, op.key, deadline)
         if before != node:
-            return {"type": "fail", "value": None, "node": node, "group": op.key,
-                    "error": f"{NOT_LEADER}: stream {op.key} is led by {before or 'no server'}"}
+            return fail(node, f"{NOT_LEADER}: stream {op.key} is led by {before or 'no server'}", group=op.key)
         records, error = await self._gets(connection, op, deadline)
         after = await self._leader(connection, op.key, deadline)
         if after != node:
-            return {"type": "fail", "value": None, "node": node, "group": op.key,
-                    "error": f"{NOT_LEADER}: stream {op.key} was led by {after or 'no server'} after the reads"}
+            return fail(node, f"{NOT_LEADER}: stream {op.key} was led by {after or 'no server'} after the reads",
+                        group=op.key)
         return self._read(op, node, records, error)
 
     async def _leader(self, connection: Connection, key: str, deadline: float) -> str | None:
@@ -389,11 +356,7 @@ class NatsLogClient:
 
     async def _drop_if_broken(self, node: str, error: str) -> None:
         if error.startswith(CONNECTION_LOST):
-            await self._drop(node)
-
-    async def close(self) -> None:
-        for node in list(self._connections):
-            await self._drop(node)
+            await self.drop(node)
 
 
 def _describe(exc: BaseException, no_responders: type[BaseException] = NoResponders) -> str:
@@ -404,7 +367,3 @@ def _describe(exc: BaseException, no_responders: type[BaseException] = NoRespond
         return f"{TIMEOUT}: {exc or 'no answer in time'}"
     return f"{CONNECTION_LOST}: {type(exc).__name__}: {exc}"
 
-
-def home_server(nodes: Sequence[str], process: int) -> str:
-    """The server a process talks to unless an operation names one: its id modulo the server count."""
-    return nodes[process % len(nodes)]

@@ -44,9 +44,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from adapters.nats.client import CLIENT_PORT, NatsLogClient, home_server
+from adapters.nats.client import CLIENT_PORT, NatsLogClient
 from adapters.nats.install import NatsBinary
 from harness.db import Deployment, StatusError
+from harness.db.client import home_node
 from harness.db.daemon import Daemon, DaemonProcess
 from harness.db.http import status_errors
 
@@ -182,7 +183,7 @@ class NatsDB(DaemonProcess):
     async def open_client(self, deployment: Deployment, process: int, timeout: float) -> NatsLogClient:
         """A client for one logical process, at home on server ``nodes[process % N]``."""
         extra = {"connect": self.connect} if self.connect is not None else {}
-        return NatsLogClient(self.client_urls(deployment), home_server(deployment.nodes, process),
+        return NatsLogClient(self.client_urls(deployment), home_node(deployment.nodes, process),
                              replicas=self.replicas, storage=self.storage, timeout=timeout,
                              known_streams=self.known_streams, **extra)
 

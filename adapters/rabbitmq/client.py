@@ -52,6 +52,7 @@ import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage, AbstractQueue
 
+from harness.db.client import CONNECTION_LOST, TIMEOUT, NotSent, PinnedClient, fail, info, ok
 from workloads.ops import Op
 
 AMQP_PORT = 5672
@@ -60,8 +61,6 @@ NOTHING_TO_CONFIRM = "nothing-to-confirm"
 CHANNEL_CLOSED = "channel-closed"
 UNANSWERED = "unanswered: basic.ack has no reply"
 CONNECT_FAILED = "connect-failed"
-TIMEOUT = "timeout"
-CONNECTION_LOST = "connection-lost"
 NACKED = "nacked"
 RETURNED = "returned"
 LOGIN = PASSWORD = "guest"
@@ -98,25 +97,17 @@ def decode_message(body: bytes) -> Any:
     return data
 
 
-class NotSent(Exception):
-    """The operation failed before any of its frames was sent (no connection, a channel or declare refused)."""
-
-
-def outcome(kind: str, node: str | None, error: str | None = None, value: Any = None) -> dict[str, Any]:
-    return {"type": kind, "value": value, "node": node, "error": error}
-
-
 def after_sending(f: str, node: str | None, exc: BaseException) -> dict[str, Any]:
     """The completion of a put or consume whose frame was sent when ``exc`` happened (module docstring)."""
     if isinstance(exc, aiormq.exceptions.PublishError):
-        return outcome("fail", node, f"{RETURNED}: no queue took the message")
+        return fail(node, f"{RETURNED}: no queue took the message")
     if isinstance(exc, aiormq.exceptions.DeliveryError):
-        return outcome("info", node, f"{NACKED}: the broker did not take responsibility in time")
+        return info(node, f"{NACKED}: the broker did not take responsibility in time")
     if isinstance(exc, TimeoutError):
-        return outcome("info", node, TIMEOUT)
+        return info(node, TIMEOUT)
     if f == "consume" and isinstance(exc, aiormq.exceptions.ChannelClosed):
-        return outcome("fail", node, f"{CHANNEL_CLOSED}: {exc}")
-    return outcome("info", node, f"{CONNECTION_LOST}: {type(exc).__name__}: {exc}")
+        return fail(node, f"{CHANNEL_CLOSED}: {exc}")
+    return info(node, f"{CONNECTION_LOST}: {type(exc).__name__}: {exc}")
 
 
 @dataclass
@@ -128,7 +119,7 @@ class Held:
     guid: Any
 
 
-class RabbitQueueClient:
+class RabbitQueueClient(PinnedClient[None]):
     """One logical process's client: put, consume and confirm over one AMQP connection.
 
     ``hosts``: node -> where the controller reaches it; ``home`` the node connected to first;
@@ -138,13 +129,9 @@ class RabbitQueueClient:
 
     def __init__(self, hosts: Mapping[str, str], home: str, *, queue_type: str = "quorum", confirms: bool = True,
                  timeout: float = 5.0) -> None:
-        if home not in hosts:
-            raise ValueError(f"home node {home!r} is not one of {', '.join(hosts)}")
-        self.hosts = dict(hosts)
-        self.home = home
+        super().__init__(hosts, home, timeout=timeout)
         self.arguments = queue_arguments(queue_type)
         self.confirms = confirms
-        self.timeout = timeout
         self.budget = max(timeout - CLOSE_TIMEOUT - 0.5, timeout * 0.5)
         """Seconds an operation may wait for the broker: what is left of ``timeout`` after closing a
         connection that did not answer, so that the client's own verdict comes before the harness's."""
@@ -173,10 +160,10 @@ class RabbitQueueClient:
         try:
             queue = await asyncio.wait_for(self._queue(op.key, op.node), self.budget)
         except NotSent as exc:
-            return outcome("fail", op.node or self.node, str(exc))
+            return fail(op.node or self.node, str(exc))
         except TimeoutError:
             await self.close()
-            return outcome("fail", op.node, f"{CONNECT_FAILED}: no channel within {self.budget:g} s")
+            return fail(op.node, f"{CONNECT_FAILED}: no channel within {self.budget:g} s")
         node = self.node
         left = max(deadline - loop.time(), 0.1)
         try:
@@ -197,45 +184,44 @@ class RabbitQueueClient:
                                    content_type="application/json",
                                    delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
         await channel.default_exchange.publish(message, routing_key=queue.name, mandatory=True, timeout=None)
-        return outcome("ok", self.node)
+        return ok(self.node)
 
     async def _consume(self, queue: AbstractQueue, key: str) -> dict[str, Any]:
         channel, _ = self._queues[key]
         message = await queue.get(no_ack=False, fail=False, timeout=None)
         if message is None:
-            return outcome("ok", self.node)
+            return ok(self.node)
         value = decode_message(message.body)
         if isinstance(value, dict) and message.redelivered:
             value["redelivered"] = True  # delivered before and returned (checkers.models.QueueModel)
         guid = value.get("guid") if isinstance(value, dict) else None
         self._held[key] = Held(channel, message, guid)
-        return outcome("ok", self.node, value=value)
+        return ok(self.node, value)
 
     async def _confirm(self, op: Op) -> dict[str, Any]:
         held = self._held.get(op.key)
         guid = op.value if op.value is not None else (held.guid if held else None)
         if held is None or guid is None or held.guid != guid:
-            return outcome("fail", op.node or self.node, NOTHING_TO_CONFIRM, value=guid)
+            return fail(op.node or self.node, NOTHING_TO_CONFIRM, value=guid)
         del self._held[op.key]
         if held.channel.is_closed or self.connection is None or self.connection.is_closed:
-            return outcome("fail", op.node or self.node, f"{CHANNEL_CLOSED}: the broker redelivers the message",
-                           value=guid)
+            return fail(op.node or self.node, f"{CHANNEL_CLOSED}: the broker redelivers the message", value=guid)
         try:
             await asyncio.wait_for(held.message.ack(), self.budget)
         except asyncio.CancelledError:
             raise
         except aiormq.exceptions.ChannelInvalidStateError as exc:
-            return outcome("fail", self.node, f"{CHANNEL_CLOSED}: {exc}", value=guid)
+            return fail(self.node, f"{CHANNEL_CLOSED}: {exc}", value=guid)
         except Exception as exc:  # noqa: BLE001 - the ack may or may not have left
-            return outcome("info", self.node, f"{CONNECTION_LOST}: {type(exc).__name__}: {exc}", value=guid)
-        return outcome("info", self.node, UNANSWERED, value=guid)
+            return info(self.node, f"{CONNECTION_LOST}: {type(exc).__name__}: {exc}", value=guid)
+        return info(self.node, UNANSWERED, value=guid)
 
     # -- connection and channels ---------------------------------------------------------------------
 
     async def _queue(self, key: str, node: str | None) -> AbstractQueue:
         """The queue ``key`` declared on its channel, on a connection to ``node`` (any node, home first,
         when None); :class:`NotSent` when there is none."""
-        if node is not None and node not in self.hosts:
+        if node is not None and node not in self.addresses:
             raise NotSent(f"no node called {node!r}")
         if node is not None and self.node not in (None, node):
             await self.close()
@@ -260,14 +246,12 @@ class RabbitQueueClient:
     async def _connect(self, node: str | None) -> None:
         """Connect to ``node``, or to the first node that accepts, home first."""
         await self.close()
-        names = list(self.hosts)
-        first = names.index(self.home)
-        candidates = [node] if node is not None else names[first:] + names[:first]
+        candidates = [node] if node is not None else self.rotation()
         errors = []
         for candidate in candidates:
             try:
                 self.connection = await aio_pika.connect(
-                    host=self.hosts[candidate], port=AMQP_PORT, login=LOGIN, password=PASSWORD,
+                    host=self.addresses[candidate], port=AMQP_PORT, login=LOGIN, password=PASSWORD,
                     timeout=min(self.budget, CONNECT_TIMEOUT), client_properties={"connection_name": f"chaos-{self.home}"},
                     heartbeat=HEARTBEAT)
             except (aiormq.exceptions.AMQPError, ConnectionError, OSError, TimeoutError) as exc:

@@ -36,7 +36,6 @@ replication offset counts bytes of the stream, and a read cannot tell which writ
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -48,6 +47,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from harness.db.client import (
+    CONNECTION_LOST,
+    CONNECTION_REFUSED,
+    TIMEOUT,
+    PinnedClient,
+    fail,
+    indefinite,
+    ok,
+)
 from workloads.ops import Op
 
 REDIS_PORT = 6379
@@ -58,9 +66,6 @@ MASTER_NAME = "chaos"
 CAS_MISMATCH = "cas-mismatch"
 NOT_MASTER = "not-master"
 NO_MASTER = "no-master"
-CONNECTION_REFUSED = "connection-refused"
-TIMEOUT = "timeout"
-CONNECTION_LOST = "connection-lost"
 WAIT_SHORT = "wait"
 REFUSED = frozenset({"READONLY", "NOREPLICAS", "MASTERDOWN", "LOADING", "BUSY", "MISCONF", "OOM", "EXECABORT",
                      "NOPERM", "WRONGTYPE", "NOSCRIPT"})
@@ -186,19 +191,10 @@ def commands_for(op: Op, wait: int = 0, wait_ms: int = 1000) -> list[tuple[Any, 
     return commands
 
 
-def indefinite(op: Op, node: str | None, error: str) -> dict[str, Any]:
-    """An outcome that may or may not have taken effect: ``info``, or ``fail`` for a read (no effect)."""
-    return {"type": "fail" if op.f == "read" else "info", "value": None, "node": node, "error": error}
-
-
-def _failed(node: str | None, error: str) -> dict[str, Any]:
-    return {"type": "fail", "value": None, "node": node, "error": error}
-
-
 def _error(op: Op, node: str, reply: ReplyError) -> dict[str, Any]:
     """An error reply: ``fail`` when its code says Redis refused the command, else :func:`indefinite`."""
     if reply.code in REFUSED:
-        return _failed(node, str(reply))
+        return fail(node, str(reply))
     return indefinite(op, node, str(reply))
 
 
@@ -207,31 +203,31 @@ def completion_of(op: Op, node: str, replies: Sequence[Any], wait: int = 0) -> d
     if op.f == "read":
         errors = [r for r in replies if isinstance(r, ReplyError)]
         if errors:
-            return _failed(node, str(errors[0]))
+            return fail(node, str(errors[0]))
         executed = replies[-1]
         if not isinstance(executed, list) or len(executed) != 2:
-            return _failed(node, f"unexpected EXEC reply {executed!r}")
+            return fail(node, f"unexpected EXEC reply {executed!r}")
         role, value = executed
         if isinstance(value, ReplyError):
-            return _failed(node, str(value))
+            return fail(node, str(value))
         if not isinstance(role, list) or not role or role[0] != "master":
-            return _failed(node, f"{NOT_MASTER}: {node} is a {role[0] if isinstance(role, list) and role else role}")
-        return {"type": "ok", "value": decode_value(value), "node": node}
+            return fail(node, f"{NOT_MASTER}: {node} is a {role[0] if isinstance(role, list) and role else role}")
+        return ok(node, decode_value(value))
     first = replies[0]
     if isinstance(first, ReplyError):
         return _error(op, node, first)
     if op.f == "cas" and first != 1:
-        return _failed(node, CAS_MISMATCH)
+        return fail(node, CAS_MISMATCH)
     if wait:
         acknowledged = replies[1] if len(replies) > 1 else None
         if isinstance(acknowledged, ReplyError) or not isinstance(acknowledged, int):
             return indefinite(op, node, f"{WAIT_SHORT}: {acknowledged}")
         if acknowledged < wait:
             return indefinite(op, node, f"{WAIT_SHORT}: {acknowledged} of {wait} replicas acknowledged")
-    return {"type": "ok", "value": None, "node": node}
+    return ok(node)
 
 
-class RedisRegisterClient:
+class RedisRegisterClient(PinnedClient[Link]):
     """One logical process's client: read, write and cas at the master the Sentinels name.
 
     ``hosts``: node -> where the controller reaches it; ``announced``: an address a Sentinel or a replica
@@ -249,51 +245,46 @@ class RedisRegisterClient:
         timeout: float = 5.0,
         connect: Connector = RedisLink.open,
     ) -> None:
-        if home not in hosts:
-            raise ValueError(f"home node {home!r} is not one of {', '.join(hosts)}")
-        self.hosts = dict(hosts)
+        super().__init__(hosts, home, timeout=timeout)
         self.announced = dict(announced)
-        self.home = home
         self.wait = wait
-        self.timeout = timeout
         self.connect = connect
-        self._links: dict[tuple[str, int], Link] = {}
 
     async def invoke(self, op: Op) -> dict[str, Any]:
         """Run ``op`` (module docstring) within the client's timeout."""
         target: list[str | None] = [op.node]
-        try:
-            return await asyncio.wait_for(self._invoke(op, target), self.timeout)
-        except TimeoutError:
-            await self.close()  # a reply may still come: never read it as the next command's
+
+        def timed_out() -> dict[str, Any]:
             if target[0] is None:
-                return _failed(None, f"{NO_MASTER}: no Sentinel answered within {self.timeout:g} s")
+                return fail(None, f"{NO_MASTER}: no Sentinel answered within {self.timeout:g} s")
             return indefinite(op, target[0], f"{TIMEOUT} after {self.timeout:g} s")
+
+        return await self.bounded(self._invoke(op, target), timed_out)
 
     async def _invoke(self, op: Op, target: list[str | None]) -> dict[str, Any]:
         if op.node is not None:
-            if op.node not in self.hosts:
-                return _failed(op.node, f"no node called {op.node!r}")
+            if op.node not in self.addresses:
+                return fail(op.node, f"no node called {op.node!r}")
             if op.f != "read":
                 raise ValueError(f"only reads go to a named node, not {op.f!r}")
             try:
                 [value] = await self._call(op.node, REDIS_PORT, ("GET", op.key))
             except Unreachable as exc:
-                return _failed(op.node, f"{CONNECTION_REFUSED}: {exc}")
+                return fail(op.node, f"{CONNECTION_REFUSED}: {exc}")
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                return _failed(op.node, f"{CONNECTION_LOST}: {exc}")
+                return fail(op.node, f"{CONNECTION_LOST}: {exc}")
             if isinstance(value, ReplyError):
-                return _failed(op.node, str(value))
+                return fail(op.node, str(value))
             return {"type": "ok", "value": decode_value(value), "node": op.node}
         master = await self.master()
         if master is None:
-            return _failed(None, f"{NO_MASTER}: no Sentinel named a known master")
+            return fail(None, f"{NO_MASTER}: no Sentinel named a known master")
         target[0] = master
         commands = commands_for(op, self.wait, max(1, int(self.timeout * 500)))
         try:
             replies = await self._call(master, REDIS_PORT, *commands)
         except Unreachable as exc:
-            return _failed(master, f"{CONNECTION_REFUSED}: {exc}")
+            return fail(master, f"{CONNECTION_REFUSED}: {exc}")
         except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
             return indefinite(op, master, f"{CONNECTION_LOST}: {type(exc).__name__}: {exc}")
         return completion_of(op, master, replies, self.wait)
@@ -301,9 +292,7 @@ class RedisRegisterClient:
     async def master(self) -> str | None:
         """The node the first Sentinel that answers names as master (home first, then the next nodes), or
         ``None`` when none answers with a node of this test."""
-        nodes = list(self.hosts)
-        first = nodes.index(self.home)
-        for node in nodes[first:] + nodes[:first]:
+        for node in self.rotation():
             try:
                 [answer] = await self._call(node, SENTINEL_PORT,
                                             ("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME))
@@ -317,25 +306,9 @@ class RedisRegisterClient:
         """Replies of ``commands`` at ``node``'s process on ``port``, on a kept connection; a connection
         that failed is dropped."""
         key = (node, port)
-        link = self._links.get(key)
-        if link is None:
-            link = self._links[key] = await self.connect(self.hosts[node], port, self.timeout)
+        link = await self.connection(key, lambda: self.connect(self.addresses[node], port, self.timeout))
         try:
             return await link.call(*commands)
         except BaseException:
-            self._links.pop(key, None)
-            await link.close()
+            await self.drop(key)
             raise
-
-    async def close(self) -> None:
-        links, self._links = list(self._links.values()), {}
-        for link in links:
-            try:
-                await link.close()
-            except Exception:  # closing a broken connection must not hide the outcome
-                pass
-
-
-def home_node(nodes: Sequence[str], process: int) -> str:
-    """The node whose Sentinel a process asks first: its id modulo the node count."""
-    return nodes[process % len(nodes)]

@@ -66,10 +66,10 @@ from adapters.redis.client import (
     RedisRegisterClient,
     ReplyError,
     Unreachable,
-    home_node,
 )
 from adapters.redis.install import RedisBundle
 from harness.db import Deployment, StatusError
+from harness.db.client import home_node
 from harness.db.daemon import Daemon
 
 if TYPE_CHECKING:

@@ -19,9 +19,9 @@ from adapters.etcd.client import (
     encode,
     encode_value,
     error_completion,
-    home_member,
     request_for,
 )
+from harness.db.client import home_node
 from workloads.ops import Op
 
 URLS = {"n1": "http://10.0.0.1:2379", "n2": "http://10.0.0.2:2379"}
@@ -57,7 +57,7 @@ def test_a_write_is_a_put_and_a_cas_a_txn_comparing_the_value_or_absence() -> No
 
 def test_every_process_has_a_home_member_and_successors_move_on() -> None:
     nodes = ("n1", "n2", "n3")
-    assert [home_member(nodes, p) for p in range(5)] == ["n1", "n2", "n3", "n1", "n2"]
+    assert [home_node(nodes, p) for p in range(5)] == ["n1", "n2", "n3", "n1", "n2"]
 
 
 def _client(handler: Callable[[httpx.Request], httpx.Response], home: str = "n1", **options: Any) -> EtcdWorkloadClient:

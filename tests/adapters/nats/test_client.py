@@ -18,9 +18,9 @@ from adapters.nats.client import (
     NatsLogClient,
     NoResponders,
     ack_completion,
-    home_server,
     stream_config,
 )
+from harness.db.client import home_node
 from workloads.ops import Op
 
 URLS = {"n1": "nats://10.0.0.1:4222", "n2": "nats://10.0.0.2:4222", "n3": "nats://10.0.0.3:4222"}
@@ -255,4 +255,4 @@ def test_bad_construction_and_homes_by_process() -> None:
         NatsLogClient(URLS, "n9")
     with pytest.raises(ValueError, match="storage must be one of file, memory"):
         NatsLogClient(URLS, "n1", storage="disk")
-    assert [home_server(("n1", "n2", "n3"), p) for p in (0, 1, 2, 3)] == ["n1", "n2", "n3", "n1"]
+    assert [home_node(("n1", "n2", "n3"), p) for p in (0, 1, 2, 3)] == ["n1", "n2", "n3", "n1"]

@@ -197,6 +197,6 @@ def test_clients_share_what_streams_exist_and_are_at_home_by_process_id() -> Non
     opened = asyncio.run(clients())
     assert [c.home for c in opened] == ["n1", "n2", "n3"]
     assert all(c.known_streams is db.known_streams and (c.replicas, c.storage) == (1, "memory") for c in opened)
-    assert opened[0].urls["n2"] == "nats://10.9.0.2:4222"
+    assert opened[0].addresses["n2"] == "nats://10.9.0.2:4222"
     assert db.version() == {"binary": "/cache/nats-server", "version": "nats-server 2.9.10-1+b3",
                             "sha256": "ab" * 32, "replicas": 1, "storage": "memory"}
