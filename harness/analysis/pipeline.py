@@ -58,7 +58,7 @@ from harness.analysis.ingest import (
 from harness.analysis.progress import Progress, SilentProgress, watch_spark
 from harness.analysis.spark import spark_session
 from harness.analysis.storage import Storage, json_document, literal
-from harness.report.publish import write_index_safely, write_report_safely
+from harness.report.publish import report_workers, write_index_safely, write_reports_safely
 from harness.store import HISTORY, RESULTS, TEST_JSON
 
 if TYPE_CHECKING:
@@ -383,9 +383,8 @@ def publish_pages(
             )
         else:
             progress.step("writing reports", total=len(result.outcomes))
-            for done, outcome in enumerate(result.outcomes, start=1):
-                write_report_safely(storage.local(outcome.run.path) or outcome.run.path)
-                progress.update(done, len(result.outcomes))
+            paths = [storage.local(outcome.run.path) or outcome.run.path for outcome in result.outcomes]
+            write_reports_safely(paths, workers=report_workers(len(paths)), done=progress.update)
             write_index_safely(local_store)
             clock.lap("reports_s")
     result.timings_s = clock.laps

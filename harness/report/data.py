@@ -10,8 +10,13 @@ Times are the history's: nanoseconds since the test started on the controller's 
 (FORMATS.md). Journal events carry the node's own wall clock instead (``wall``, possibly skewed by the
 nemesis); :mod:`harness.report.clocks` places them on the history's axis.
 
-Only what the report draws is kept from the journals: ``role``, ``start`` and ``stop`` events. ``apply``
-lines (most of a journal) are skipped before JSON decoding, which keeps 100,000-operation runs fast.
+Each file is read once, as bytes, and only into what the report draws. A history line is decoded by
+msgspec straight into the fields the report uses (:class:`_Event`), and its operation is made at its
+invoke and completed in place (:func:`read_history`); from the journals only ``role``, ``start`` and
+``stop`` events are kept, and the lines that may be one are found by searching the bytes, so ``apply``
+lines (most of a journal) are never split out or decoded (:func:`journal_candidates`). With the cyclic
+garbage collector off meanwhile (``checkers.history.no_cyclic_gc``), the report of a 100,000-operation run costs about
+what a bare ``json.loads`` of its history does (``benchmarks/report_bench.py``, docs/reports.md).
 """
 
 from __future__ import annotations
@@ -21,8 +26,11 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import msgspec
+
+from checkers.history import no_cyclic_gc
 from harness.store import HARNESS_LOG, HISTORY, JOURNAL, NODES, RESULTS, SCHEDULE, TEST_JSON
 
 NEMESIS = "nemesis"
@@ -177,102 +185,125 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
+class _Event(msgspec.Struct, gc=False):
+    """One history line as the report reads it: the fields it uses, nothing else (``index`` and any
+    other field are skipped by the decoder, never turned into Python objects). Absent and ``null`` are
+    the same here, as they were to the report before (it read ``event.get(...)``)."""
+
+    type: Literal["invoke", "ok", "fail", "info"]
+    process: int | str
+    time: int
+    f: Any = None
+    key: Any = None
+    value: Any = None
+    node: Any = None
+    lsn: Any = None
+    error: Any = None
+
+
+_EVENT = msgspec.json.Decoder(_Event)
+
+
+def _lenient(text: str | bytes, number: int, report: _Problems) -> _Event | None:
+    """A line the typed decoder refused, read again the lenient way: the event, or None when the line
+    cannot be used (the reason is reported, as it always was)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    try:
+        event = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        if text.strip():
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            report.add(number, f"bad JSON ({reason}); the line is not shown")
+        return None
+    if event.__class__ is not dict:
+        report.add(number, "not a JSON object; the line is not shown")
+        return None
+    kind, process, when = event.get("type"), event.get("process"), event.get("time")
+    if when.__class__ is not int or kind not in _EVENT_TYPES:
+        report.add(number, "no integer time or no type invoke/ok/fail/info; the line is not shown")
+        return None
+    if process.__class__ is not int and process.__class__ is not str:
+        report.add(number, f"process must be an integer or 'nemesis', not {process!r}")
+        return None
+    get = event.get
+    return _Event(kind, process, when, get("f"), get("key"), get("value"), get("node"), get("lsn"), get("error"))
+
+
 def read_history(
-    lines: Iterable[str], problems: list[str], name: str = HISTORY
+    lines: Iterable[str | bytes], problems: list[str], name: str = HISTORY
 ) -> tuple[list[ClientOp], list[ClientOp], list[NemesisOp], int, int]:
     """Pair a history's invokes and completions leniently: (client ops, status ops, nemesis ops, events,
-    last time). Lines that cannot be used are reported in ``problems`` and skipped."""
+    last time). Lines that cannot be used are reported in ``problems`` and skipped.
+
+    Each line is decoded once, by msgspec straight into the few fields the report uses (:class:`_Event`);
+    a line it refuses (bad JSON, not an object, a field of the wrong type, invalid UTF-8) is read again
+    by ``json.loads`` to say why, or to keep it when only the strict decoder minded (``NaN``, say)."""
     report = _Problems(name, problems)
-    # Each invoke becomes [invoke event, its line, completion event or None, the completion's line].
-    outstanding: dict[Any, list[Any]] = {}
-    order: list[list[Any]] = []
+    # One pass: each invoke becomes its operation at once (ids in invoke order, as checkers.history
+    # numbers them), which its completion then fills in.
+    outstanding: dict[Any, ClientOp | NemesisOp] = {}
+    client: list[ClientOp] = []
+    status: list[ClientOp] = []
+    nemesis: list[NemesisOp] = []
     events = 0
     end = 0
-    loads = json.loads
+    ids = 0
+    decode = _EVENT.decode
     for number, text in enumerate(lines, start=1):
         try:
-            event = loads(text)
-        except json.JSONDecodeError as exc:
-            if text.strip():
-                report.add(number, f"bad JSON ({exc.msg}); the line is not shown")
-            continue
-        if event.__class__ is not dict:
-            report.add(number, "not a JSON object; the line is not shown")
-            continue
-        kind, process, when = event.get("type"), event.get("process"), event.get("time")
-        if when.__class__ is not int or kind not in _EVENT_TYPES:
-            report.add(number, "no integer time or no type invoke/ok/fail/info; the line is not shown")
-            continue
-        if process.__class__ is not int and process.__class__ is not str:
-            report.add(number, f"process must be an integer or 'nemesis', not {process!r}")
-            continue
+            event = decode(text)
+        except (msgspec.MsgspecError, UnicodeDecodeError):
+            event = _lenient(text, number, report)
+            if event is None:
+                continue
+        process, when, kind = event.process, event.time, event.type
         events += 1
         if when > end:
             end = when
         if kind == "invoke":
             if process in outstanding:
                 report.add(number, f"process {process!r} invokes while an operation is outstanding")
-            entry = [event, number, None, None]
-            outstanding[process] = entry
-            order.append(entry)
-        else:
-            entry = outstanding.pop(process, None)
-            if entry is None:
-                report.add(number, f"{kind} completion of process {process!r} without an invoke")
-                continue
-            entry[2], entry[3] = event, number
-    report.close()
-
-    client: list[ClientOp] = []
-    status: list[ClientOp] = []
-    nemesis: list[NemesisOp] = []
-    ids = 0
-    for invoke, line, completion, complete_line in order:
-        kind = completion["type"] if completion is not None else "pending"
-        ret = completion["time"] if completion is not None else None
-        error = _text(completion.get("error")) if completion is not None else None
-        if invoke["process"] == NEMESIS:
-            nemesis.append(
-                NemesisOp(
-                    f=str(invoke.get("f")),
-                    value=invoke.get("value"),
-                    result=completion.get("value") if completion is not None else None,
-                    type=kind,
-                    call=invoke["time"],
-                    ret=ret,
-                    error=error if completion is not None else "no completion: the history ended first",
-                    invoke_line=line,
-                    complete_line=complete_line,
+            f = event.f
+            if process == NEMESIS:
+                outstanding[process] = entry = NemesisOp(
+                    str(f), event.value, None, "pending", when, None,
+                    "no completion: the history ended first", number, None,
                 )
+                nemesis.append(entry)
+                continue
+            node = event.node
+            op = ClientOp(
+                ids, process, f if f.__class__ is str else str(f), event.key, event.value, None, "pending",
+                when, None, node if node.__class__ is str else None, None, None, number, None,
             )
+            ids += 1
+            outstanding[process] = op
+            (status if op.f == STATUS else client).append(op)
             continue
-        value = invoke.get("value")
-        output = None
-        if completion is not None:
-            if kind == "ok":
-                output = completion.get("value")
-            if value is None and invoke.get("f") != "read" and kind == "ok":
-                value = completion.get("value")
-        node = (completion or {}).get("node") or invoke.get("node")
-        op = ClientOp(
-            id=ids,
-            process=invoke["process"],
-            f=str(invoke.get("f")),
-            key=invoke.get("key"),
-            value=value,
-            output=output,
-            type=kind,
-            call=invoke["time"],
-            ret=ret,
-            node=node if isinstance(node, str) else None,
-            lsn=(completion or {}).get("lsn"),
-            error=error,
-            invoke_line=line,
-            complete_line=complete_line,
-        )
-        ids += 1
-        (status if op.f == STATUS else client).append(op)
+        done = outstanding.pop(process, None)
+        if done is None:
+            report.add(number, f"{kind} completion of process {process!r} without an invoke")
+            continue
+        error = event.error
+        if error is not None and error.__class__ is not str:
+            error = _text(error)
+        done.type, done.ret, done.error, done.complete_line = kind, when, error, number
+        if done.__class__ is NemesisOp:
+            done.result = event.value
+            continue
+        if kind == "ok":
+            done.output = event.value
+            if done.value is None and done.f != "read":
+                done.value = event.value
+        if event.node:
+            done.node = event.node if event.node.__class__ is str else None
+        done.lsn = event.lsn
+    report.close()
     return client, status, nemesis, events, end
+
+
+_JOURNAL_NEEDLES = (b'"role"', b'"start"', b'"stop"')
 
 
 def _wanted(line: str) -> bool:
@@ -280,14 +311,50 @@ def _wanted(line: str) -> bool:
     return '"role"' in line or '"start"' in line or '"stop"' in line
 
 
+def journal_candidates(data: bytes) -> list[tuple[int, str]]:
+    """(line number, text) of each line of a journal that may be a role, start or stop event, found
+    without splitting the journal into lines: its ``apply`` lines (most of it) are never looked at
+    one by one. A journal with ``\r`` line ends is split the ordinary way, so lines count as before."""
+    if b"\r" in data:
+        return [
+            (number, line.decode("utf-8", errors="replace"))
+            for number, line in enumerate(data.splitlines(), start=1)
+            if any(needle in line for needle in _JOURNAL_NEEDLES)
+        ]
+    starts: set[int] = set()
+    size = len(data)
+    for needle in _JOURNAL_NEEDLES:
+        at = data.find(needle)
+        while at >= 0:
+            starts.add(data.rfind(b"\n", 0, at) + 1)
+            stop = data.find(b"\n", at)
+            if stop < 0:
+                break
+            at = data.find(needle, stop)
+    found: list[tuple[int, str]] = []
+    number, counted = 1, 0
+    for start in sorted(starts):
+        number += data.count(b"\n", counted, start)
+        counted = start
+        stop = data.find(b"\n", start)
+        found.append((number, data[start : stop if stop >= 0 else size].decode("utf-8", errors="replace")))
+    return found
+
+
 def read_journal(lines: Iterable[str], node_dir: str, problems: list[str]) -> list[JournalMark]:
     """The role, start and stop events of one node's journal; bad lines are reported and skipped."""
+    return journal_marks(
+        ((number, text) for number, text in enumerate(lines, start=1) if _wanted(text)), node_dir, problems
+    )
+
+
+def journal_marks(candidates: Iterable[tuple[int, str]], node_dir: str, problems: list[str]) -> list[JournalMark]:
+    """The role, start and stop events among a journal's ``candidates`` ((line number, text), from
+    :func:`journal_candidates`); bad lines are reported and skipped."""
     name = f"{NODES}/{node_dir}/{JOURNAL}"
     report = _Problems(name, problems)
     marks: list[JournalMark] = []
-    for number, text in enumerate(lines, start=1):
-        if not _wanted(text):
-            continue
+    for number, text in candidates:
         try:
             event = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -317,10 +384,9 @@ def read_journal(lines: Iterable[str], node_dir: str, problems: list[str]) -> li
     return marks
 
 
-def _lines(path: Path, problems: list[str], name: str) -> list[str] | None:
+def _bytes(path: Path, problems: list[str], name: str) -> bytes | None:
     try:
-        with path.open("r", encoding="utf-8", errors="replace") as handle:
-            return handle.read().splitlines()
+        return path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -344,12 +410,14 @@ def load_run(path: str | os.PathLike[str]) -> RunData:
             where = error.get("file", "?") + (f":{error['line']}" if error.get("line") is not None else "")
             problems.append(f"{where}: {error.get('reason', 'could not be read')} (found by the analysis)")
 
-    lines = _lines(run / HISTORY, problems, HISTORY)
-    if lines is None:
+    history = _bytes(run / HISTORY, problems, HISTORY)
+    if history is None:
         problems.append(f"{HISTORY}: missing; the run stopped before its first operation")
         client, status, nemesis, events, end = [], [], [], 0, 0
     else:
-        client, status, nemesis, events, end = read_history(lines, problems)
+        with no_cyclic_gc():
+            client, status, nemesis, events, end = read_history(history.splitlines(), problems)
+        del history
 
     journals: dict[str, list[JournalMark]] = {}
     node_files: dict[str, list[str]] = {}
@@ -359,8 +427,8 @@ def load_run(path: str | os.PathLike[str]) -> RunData:
             files = sorted(p.name for p in directory.iterdir() if p.is_file())
             node_files[directory.name] = files
             if JOURNAL in files:
-                journal_lines = _lines(directory / JOURNAL, problems, f"{NODES}/{directory.name}/{JOURNAL}")
-                marks = read_journal(journal_lines or [], directory.name, problems)
+                journal = _bytes(directory / JOURNAL, problems, f"{NODES}/{directory.name}/{JOURNAL}")
+                marks = journal_marks(journal_candidates(journal or b""), directory.name, problems)
                 journals[marks[0].node if marks else directory.name] = marks
 
     files = [

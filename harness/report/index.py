@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.links import recorded_href
-from harness.report.render import REPORT, environment, verdict_class, verdict_word
+from harness.report.render import REPORT, environment
 from harness.store import (
     DATASET_DIR,
     INDEX_PAGE,
@@ -253,7 +253,6 @@ def write_index(store: str | os.PathLike[str]) -> Path:
     store = Path(store)
     index = build_index(store)
     env = environment()
-    env.globals.update(verdict_word=verdict_word, verdict_class=verdict_class)
     return _write(store / INDEX, env.get_template("index.html.j2").render(i=index))
 
 

@@ -18,9 +18,11 @@ the escaping, the browser would still run no script but the index's own and fetc
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import shlex
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -32,7 +34,7 @@ from markupsafe import Markup
 
 from harness.report.clocks import OffsetChange, align, clock_offsets
 from harness.report.counterexamples import CheckerView, anomaly_time, checker_view
-from harness.report.data import RunData, load_run
+from harness.report.data import RunData, load_run, no_cyclic_gc
 from harness.report.faults import Unapplied, fault_colours, fault_view
 from harness.report.links import file_href, fragment
 from harness.report.svg import NS, short
@@ -58,8 +60,13 @@ PAGE_POLICY = "; ".join((
 ))
 
 
+@functools.cache
 def environment() -> Environment:
-    """The Jinja2 environment of the report templates: autoescape on, undefined names are errors."""
+    """The Jinja2 environment of the report templates: autoescape on, undefined names are errors.
+
+    One per process, shared by every page it renders (reports, the index, suite pages), so each
+    template is compiled once per process rather than once per page. Rendering from several threads
+    at once is fine; nothing may change the environment after it is made."""
     env = Environment(
         loader=FileSystemLoader(str(TEMPLATES)),
         autoescape=True,
@@ -71,6 +78,8 @@ def environment() -> Environment:
     env.globals["page_policy"] = PAGE_POLICY
     env.globals["index_script"] = Markup(INDEX_SCRIPT)
     env.globals["fault_colours"] = fault_colours
+    env.globals["verdict_word"] = verdict_word
+    env.globals["verdict_class"] = verdict_class
     env.filters["fragment"] = fragment
     env.filters["verdict_word"] = verdict_word
     env.filters["verdict_class"] = verdict_class
@@ -292,11 +301,11 @@ def build_report(run: RunData, *, max_bars: int = MAX_BARS, index_href: str | No
         if found is not None and (focus is None or found[0] < focus[0]):
             focus = (found[0], f"{found[1]} ({view.name})")
     timeline = build_timeline(run, faults, alignment, offsets, focus, max_bars=max_bars)
-    ok = sum(1 for op in run.ops if op.type == "ok")
+    kinds = Counter(op.type for op in run.ops)
+    ok = kinds["ok"]
     figures = [
         ("operations", f"{len(run.ops):,}"),
-        ("ok / fail / info", f"{ok:,} / {sum(1 for op in run.ops if op.type == 'fail'):,} / "
-                             f"{sum(1 for op in run.ops if op.type in ('info', 'pending')):,}"),
+        ("ok / fail / info", f"{ok:,} / {kinds['fail']:,} / {kinds['info'] + kinds['pending']:,}"),
         ("history", f"{run.end_ns / NS:.1f} s"),
         ("ok ops/s", f"{ok / (run.end_ns / NS):.1f}" if run.end_ns else "—"),
         ("faults", f"{sum(c['applied'] for c in faults.counts.values())} applied, {len(faults.unapplied)} not"),
@@ -363,9 +372,10 @@ def write_report(run_dir: str | os.PathLike[str], *, max_bars: int = MAX_BARS) -
     Raises ``FileNotFoundError`` when ``run_dir`` is not a stored run (no ``test.json``).
     """
     run_dir = Path(run_dir)
-    run = load_run(run_dir)
-    report = build_report(run, max_bars=max_bars, index_href=_index_href(run_dir.resolve()))
-    text = render_report(report)
+    with no_cyclic_gc():
+        run = load_run(run_dir)
+        report = build_report(run, max_bars=max_bars, index_href=_index_href(run_dir.resolve()))
+        text = render_report(report)
     target = run_dir / REPORT
     temporary = target.with_name(f".{REPORT}.tmp")
     temporary.write_text(text, encoding="utf-8")

@@ -270,3 +270,21 @@ def test_a_message_dropped_unconfirmed_gets_a_table_naming_it() -> None:
     (row,) = table.rows
     assert [row[0].text, row[1].text, row[2].text, row[3].text, row[4].text] == [
         "q", "g1", f"history.jsonl:{put}", "1", f"history.jsonl:{delivered}"]
+
+
+def test_many_reports_in_worker_processes_match_those_written_one_by_one(tmp_path: Path) -> None:
+    from harness.report.publish import write_reports_safely
+
+    runs = [write_run(tmp_path, ops=150, seed=seed, judge=False, stamp=f"2025010{seed}T000000") for seed in (1, 2)]
+    missing = tmp_path / "not-a-run"
+    progress: list[tuple[int, int]] = []
+    serial = write_reports_safely([*runs, missing], done=lambda n, total: progress.append((n, total)))
+    assert serial[:2] == [run / "report.html" for run in runs] and serial[2] is None
+    assert progress == [(1, 3), (2, 3), (3, 3)]
+    generated = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+    pages = [generated.sub("", path.read_text(encoding="utf-8")) for path in serial[:2]]
+    for path in serial[:2]:
+        path.unlink()
+    parallel = write_reports_safely([*runs, missing], workers=2)
+    assert parallel == serial
+    assert [generated.sub("", path.read_text(encoding="utf-8")) for path in parallel[:2]] == pages

@@ -8,7 +8,14 @@ import json
 import pytest
 
 from harness.report.clocks import NS, align, clock_offsets
-from harness.report.data import JournalMark, NemesisOp, read_history
+from harness.report.data import (
+    JournalMark,
+    NemesisOp,
+    journal_candidates,
+    journal_marks,
+    read_history,
+    read_journal,
+)
 from harness.report.faults import fault_view
 from harness.report.svg import Scale, Svg
 from harness.report.timeline import RoleSpan, count_elections
@@ -141,6 +148,49 @@ def test_history_reading_is_lenient_and_says_what_it_skipped() -> None:
                         "history.jsonl:3: ok completion of process 1 without an invoke"]
     assert [(op.f, op.type, op.call, op.ret) for op in client] == [("write", "ok", 10, 30), ("read", "pending", 40, None)]
     assert (status, nemesis_ops, events, end) == ([], [], 4, 40)
+
+
+def test_history_read_as_bytes_falls_back_line_by_line_and_keeps_what_json_keeps() -> None:
+    """The typed decoder reads good lines; each line it refuses is read again by json.loads, which keeps
+    what only the strict decoder minded (NaN, invalid UTF-8 replaced) and names what it cannot use."""
+    lines = [
+        b'{"index":0,"time":10,"process":0,"type":"invoke","f":"write","key":"a","value":NaN}',
+        b'{"index":1,"time":true,"process":1,"type":"invoke","f":"read"}',
+        b'{"index":2,"time":12,"process":true,"type":"invoke","f":"read"}',
+        b"",
+        b'{"index":3,"time":20,"process":0,"type":"ok","f":"write","key":"a","value":"\xff","error":{"x":1}}',
+        b'{"index":4,"time":30,"process":3,"type":"invoke","f":"read","key":"a","value":null}',
+        '{"index":5,"time":40,"process":3,"type":"ok","f":"read","key":"a","value":"x\u2028y","node":"n1"}'.encode(),
+        b'{"index":6,"time":50,"process":"nemesis","type":"invoke","f":"kill","value":["n1"]}',
+    ]
+    problems: list[str] = []
+    client, status, nemesis_ops, events, end = read_history(lines, problems)
+    assert problems == ["history.jsonl:2: no integer time or no type invoke/ok/fail/info; the line is not shown",
+                        "history.jsonl:3: process must be an integer or 'nemesis', not True"]
+    write, read = client
+    assert (write.type, write.value != write.value, write.output, write.error) == ("ok", True, "\ufffd", '{"x": 1}')
+    assert (write.invoke_line, write.complete_line) == (1, 5)
+    assert (read.output, read.node, read.invoke_line, read.complete_line) == ("x\u2028y", "n1", 6, 7)
+    assert [(n.f, n.type, n.error) for n in nemesis_ops] == [("kill", "pending", "no completion: the history ended first")]
+    assert (status, events, end) == ([], 5, 50)
+
+
+def test_journal_candidates_are_found_without_splitting_and_numbered_as_lines() -> None:
+    lines = [
+        {"node": "n1", "seq": 0, "wall": 1.0, "event": "start"},
+        {"node": "n1", "seq": 1, "wall": 2.0, "event": "apply", "lsn": [1, 1], "key": "k", "op": "write"},
+        {"node": "n1", "seq": 2, "wall": 3.0, "event": "role", "role": "leader", "term": 1, "leader": "n1"},
+        {"node": "n1", "seq": 3, "wall": 4.0, "event": "apply", "lsn": [1, 2], "key": "stop", "op": "write"},
+        {"node": "n1", "seq": 4, "wall": 5.0, "event": "stop"},
+    ]
+    text = "\n".join(json.dumps(line) for line in lines)
+    for data in (text.encode(), (text + "\n").encode(), text.replace("\n", "\r\n").encode()):
+        found = journal_candidates(data)
+        assert [number for number, _ in found] == [1, 3, 4, 5]  # line 4 only mentions "stop": decoded, dropped
+        marks = journal_marks(found, "n1", [])
+        assert [(m.event, m.line) for m in marks] == [("start", 1), ("role", 3), ("stop", 5)]
+        assert marks == read_journal(data.decode().splitlines(), "n1", [])
+    assert journal_candidates(b"") == []
 
 
 def test_svg_text_and_tooltips_are_escaped() -> None:
