@@ -24,6 +24,14 @@ Two figures:
     .venv/bin/python benchmarks/storm_bench.py suite suites/bugs-all-modes.toml --seeds 1000..1019 \
         [--only vote-twice] [--skip no-dedup] [--modes aeron] [--own-checker] [--jobs 2] [--store DIR]
 
+* ``opportunities``: a suite file's bug entries on the simulator as ``suite`` runs them, one seed at a time,
+  with each run's opportunities (``results.json``'s ``opportunities``, ``harness.opportunities``: how often
+  the schedule gave the bug a chance, and how often the journals show the mistake made): one line per run,
+  then per entry the counts of the caught runs beside those of the missed ones (issue 32).
+
+    .venv/bin/python benchmarks/storm_bench.py opportunities suites/bugs-all-modes.toml --seeds 1000..1019 \
+        --only 'fluvio bug-promote-outside-lrs' [--modes fluvio] [--time-limit 15]
+
 * ``suite``: a suite file's entries on the simulator, each with exactly its settings (packages, core
   options, client binding, interval, rate, timeouts), for the given seeds instead of the suite's: one line
   per (entry, mode) with the runs its bug's own checker caught, the invalid runs (what the nightly counts
@@ -162,15 +170,24 @@ def _entries(cases: tuple[Case, ...]) -> dict[tuple[Any, ...], Case]:
     return found
 
 
-def suite(args: argparse.Namespace) -> int:
+def _suite_setup(args: argparse.Namespace, figure: str) -> tuple[Any, list[int], set[str] | None, float] | None:
+    """The suite file, seeds, modes and per-run time budget a suite figure runs with (``None``: bad input,
+    said on stderr)."""
     try:
         loaded = load_suite(args.suite_file)
         seeds = parse_seeds(args.seeds)
     except (SuiteError, ValueError) as exc:
-        print(f"storm_bench suite: {exc}", file=sys.stderr)
-        return 254
+        print(f"storm_bench {figure}: {exc}", file=sys.stderr)
+        return None
     modes = set(args.modes.split(",")) if args.modes else None
-    budget = loaded.key_timeout or 120.0
+    return loaded, seeds, modes, loaded.key_timeout or 120.0
+
+
+def suite(args: argparse.Namespace) -> int:
+    setup = _suite_setup(args, "suite")
+    if setup is None:
+        return 254
+    loaded, seeds, modes, budget = setup
     print(f"{'entry':30} {'mode':10} {'nemesis':42} {'own checker':>11} {'invalid':>7} {'valid':>5} "
           f"{'unknown':>7}  seeds not as expected")
     for case in _entries(loaded.cases).values():
@@ -202,6 +219,69 @@ def suite(args: argparse.Namespace) -> int:
         print(f"{case.group.removeprefix('bugs-all.'):30} {mode:10} {','.join(case.nemesis):42} {own:>11} "
               f"{len(invalid):>4}/{runs:<2} {len(valid):>2}/{runs:<2} {len(unknown):>7}  "
               f"{','.join(map(str, listed))}", flush=True)
+    return 0
+
+
+def _matches(case: Case, words: list[str]) -> bool:
+    """A word matches an entry's name, one of its bugs, or (``'fluvio bug-promote-outside-lrs'``) its label."""
+    bugs = [str(b) for b in case.db_options.get("bug", ()) or ()]
+    return any(word in case.group or word in bugs or word == case.label for word in words)
+
+
+def opportunities(args: argparse.Namespace) -> int:
+    setup = _suite_setup(args, "opportunities")
+    if setup is None:
+        return 254
+    loaded, seeds, modes, budget = setup
+    scratch = Path(tempfile.mkdtemp(prefix="storm-bench-opportunities-"))
+    summary = []
+    try:
+        for case in _entries(loaded.cases).values():
+            mode = str(case.db_options.get("mode", ""))
+            if not case.db_options.get("bug") or (modes is not None and mode not in modes):
+                continue
+            if args.only and not _matches(case, args.only):
+                continue
+            spec = replace(test_spec(case, str(scratch)), platform="sim", check_timeout=budget)
+            if args.time_limit is not None:
+                spec = replace(spec, time_limit=args.time_limit)
+            rows = []
+            for seed in seeds:
+                directory = Path(tempfile.mkdtemp(prefix=f"{mode}-{seed}-", dir=scratch))
+                try:
+                    result = simulate(replace(spec, seed=seed), directory / "run")
+                    found = result.results.get("opportunities") or {}
+                finally:
+                    shutil.rmtree(directory, ignore_errors=True)
+                invalid = sorted(n for n, c in result.results.get("checkers", {}).items() if c.get("valid") is False)
+                for bug, entry in found.items():
+                    row = {"entry": case.label, "seed": seed, "caught": result.valid is False, "bug": bug,
+                           "opportunities": entry.get("count"), "acted": entry.get("acted"),
+                           "ops": result.client_ops, "invalid": invalid}
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
+            summary.append((case.label, rows))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    def spread(values: list[Any]) -> str:
+        values = [v for v in values if v is not None]
+        if not values:
+            return "-"
+        return f"{statistics.median(values):g} ({min(values)}-{max(values)})"
+
+    print(f"{'entry':40} {'caught':>7} {'opportunities caught':>22} {'missed':>22} {'acted caught':>14} "
+          f"{'missed':>14} {'ops caught':>18} {'missed':>18}")
+    for label, rows in summary:
+        caught = [r for r in rows if r["caught"]]
+        missed = [r for r in rows if not r["caught"]]
+
+        def column(which: list[dict[str, Any]], name: str) -> str:
+            return spread([r[name] for r in which])
+
+        print(f"{label:40} {len(caught):>3}/{len(rows):<3} {column(caught, 'opportunities'):>22} "
+              f"{column(missed, 'opportunities'):>22} {column(caught, 'acted'):>14} {column(missed, 'acted'):>14} "
+              f"{column(caught, 'ops'):>18} {column(missed, 'ops'):>18}")
     return 0
 
 
@@ -258,9 +338,19 @@ def main() -> int:
                             "counts only that checker)")
     whole.add_argument("--skip", nargs="+", default=[], metavar="WORD",
                        help="leave out entries whose name or bug contains one of these")
+    chances = figures.add_parser("opportunities", help="a suite's bug entries: opportunities of caught and missed runs")
+    chances.add_argument("suite_file", help="e.g. suites/bugs-all-modes.toml")
+    chances.add_argument("--seeds", default="1000..1019")
+    chances.add_argument("--only", nargs="+", default=[], metavar="WORD",
+                         help="only entries whose name, bug or label ('fluvio bug-promote-outside-lrs') matches")
+    chances.add_argument("--modes", default=None, help="only these modes (comma-separated)")
+    chances.add_argument("--time-limit", type=float, default=None,
+                         help="seconds of chaos instead of the suite's (shorter runs: fewer chances)")
     args = parser.parse_args()
     if args.figure == "suite":
         return suite(args)
+    if args.figure == "opportunities":
+        return opportunities(args)
     {"sim": sim, "runs": runs, "detect": detect}[args.figure](args)
     return 0
 

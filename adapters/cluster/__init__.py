@@ -14,7 +14,9 @@ The adapter itself is :class:`adapters.cluster.db.ClusterDB`; its workload clien
 :class:`adapters.cluster.client.ClusterWorkloadClient`; it runs in the deterministic simulator too
 (``ClusterDB.simulate``, :mod:`adapters.cluster.sim`). The plugin publishes its known bugs in ``extras``
 (``known_bugs``: each bug's modes, the checker that must catch it and the workload that can show it,
-:mod:`adapters.cluster.known_bugs`), for the simulator's detection matrix and the known-bugs suites.
+:mod:`adapters.cluster.known_bugs`), for the simulator's detection matrix and the known-bugs suites, and
+``opportunities``: how often a run gave its switched-on bug a chance to act, counted from the journals
+(:mod:`adapters.cluster.opportunities`, ``harness.opportunities``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from adapters.cluster.db import ClusterDB
 from adapters.cluster.known_bugs import KNOWN_BUGS_INFO
+from adapters.cluster.opportunities import opportunities
 from cluster.core.bugs import KNOWN_BUGS, validate_bugs
 from cluster.core.config import ASSIGNMENTS, MAX_SHARDS, check_settings
 from cluster.core.election import ELECTIONS
@@ -99,5 +102,5 @@ plugin = DBPlugin(
     options=OPTIONS,
     validate=validate,
     name_parts=name_parts,
-    extras={"known_bugs": KNOWN_BUGS_INFO, "detection_matrix": detection_matrix},
+    extras={"known_bugs": KNOWN_BUGS_INFO, "detection_matrix": detection_matrix, "opportunities": opportunities},
 )

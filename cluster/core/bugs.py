@@ -48,6 +48,10 @@ class KnownBug:
     workload: str = "register"
     #: a mistake of the storage shards: it needs a node with `shards` > 1 (the matrix and suites use 4)
     shards: bool = False
+    #: what a run must offer the bug before it can act: the journalled situation that gives it a chance
+    #: (issue 32). A run's report and a suite's entry table count these (`adapters.cluster.opportunities`),
+    #: so that a run that missed the bug says whether the bug was even reachable in it.
+    opportunity: str = ""
 
 
 KNOWN_BUGS: dict[str, KnownBug] = {
@@ -59,6 +63,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "own instead of >; raft and aeron: the votedFor check is skipped), so a term can get two leaders",
             "single-leader-per-term",
             modes=("blazingmq", "raft", "aeron"),
+            opportunity=("a voter asked for its vote by a second candidate of a term it already supports "
+                         "(a candidate it voted for, or itself as a candidate of that term)"),
         ),
         KnownBug(
             "ack-before-commit",
@@ -66,6 +72,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "it, so acked writes are lost on failover",
             "committed-data durability",
             modes=ALL_MODES,
+            opportunity=("a leader change: a new leader elected after an earlier one, which may have "
+                         "acknowledged writes no majority stored"),
         ),
         KnownBug(
             "skip-leader-sync",
@@ -73,6 +81,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "log on the followers (committed data lost, LSN divergence)",
             "committed-data durability",
             modes=("blazingmq",),
+            opportunity=("a leader change: a new leader elected after an earlier one, which may lack "
+                         "entries its predecessor committed"),
         ),
         KnownBug(
             "lsn-reuse",
@@ -80,12 +90,16 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "back at 1, issuing duplicate LSNs for different entries",
             "lsn-monotonicity",
             modes=ALL_MODES,
+            opportunity=("a restart of a node that was leading the term it restarts in (the fast restart "
+                         "back into a persisted leadership)"),
         ),
         KnownBug(
             "stale-read",
             "any node (followers too) serves reads from its local state without confirming leadership",
             "linearizable",
             modes=ALL_MODES,
+            opportunity=("a leader change: after it, the deposed leader and lagging followers hold state "
+                         "older than the new leader's"),
         ),
         KnownBug(
             "lease-read-wallclock",
@@ -93,6 +107,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "go stale when that clock is skewed",
             "linearizable",
             modes=("blazingmq", "raft", "aeron"),
+            opportunity=("a leader change: a lease timed with a skewed wall clock outlives the leadership "
+                         "only across one"),
         ),
         KnownBug(
             "promote-outside-lrs",
@@ -101,6 +117,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "records, can be promoted",
             "committed-data durability",
             modes=("fluvio",),
+            opportunity=("a leader candidate chosen by the fluvio SC while an SPU is outside the Live "
+                         "Replica Set"),
         ),
         KnownBug(
             "stale-vote",
@@ -109,6 +127,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "remembered or delayed in the network, counts in the current one and a term can get two leaders",
             "single-leader-per-term",
             modes=("aeron",),
+            opportunity=("an aeron candidacy of a node that got a Vote FOR in an earlier ballot since it "
+                         "started (a vote the bug lets it count again)"),
         ),
         KnownBug(
             "no-dedup",
@@ -116,6 +136,7 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "committed-data durability",
             modes=ALL_MODES,
             workload="queue",
+            opportunity="a leader change: a PUT in flight across it is retried by its client",
         ),
         KnownBug(
             "no-redelivery",
@@ -124,6 +145,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "committed-data durability",
             modes=ALL_MODES,
             workload="queue",
+            opportunity=("a leader change or a restart: consumers lose their connection, leaving messages "
+                         "unconfirmed"),
         ),
         KnownBug(
             "lease-own-clock",
@@ -131,6 +154,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "it keeps leading and serving lease reads after the store gave the key to another node",
             "linearizable",
             modes=("lease",),
+            opportunity=("a leader change: the store gives the key to another node while the old holder's "
+                         "clock may be moved"),
         ),
         KnownBug(
             "no-fencing-token",
@@ -139,6 +164,7 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "entries: the follower drops entries it applied and applies the older term's after them",
             "lsn-monotonicity",
             modes=("lease",),
+            opportunity="a leader change: the deposed leader may still send writes after its successor wrote",
         ),
         KnownBug(
             "read-beyond-hw",
@@ -148,6 +174,7 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "log",
             modes=ALL_MODES,
             workload="log",
+            opportunity="a leader change: a new leader truncates what followers held beyond the commit point",
         ),
         KnownBug(
             "stale-primary",
@@ -157,6 +184,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "committed-data durability",
             modes=ALL_MODES,
             shards=True,
+            opportunity=("a storage shard handed to a new primary (an `assign` naming a primary other than "
+                         "the shard's last)"),
         ),
         KnownBug(
             "primary-lsn-reuse",
@@ -166,6 +195,8 @@ KNOWN_BUGS: dict[str, KnownBug] = {
             "lsn-monotonicity",
             modes=ALL_MODES,
             shards=True,
+            opportunity=("a storage shard handed to a new primary (an `assign` naming a primary other than "
+                         "the shard's last)"),
         ),
     )
 }

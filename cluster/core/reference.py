@@ -49,8 +49,9 @@ def error_table() -> str:
 
 
 def bug_table() -> str:
-    rows = [(f"`{b.name}`", ", ".join(b.modes), b.caught_by, b.description) for b in KNOWN_BUGS.values()]
-    return _table(("bug", "modes", "caught by", "what it does"), rows)
+    rows = [(f"`{b.name}`", ", ".join(b.modes), b.caught_by, b.description, b.opportunity)
+            for b in KNOWN_BUGS.values()]
+    return _table(("bug", "modes", "caught by", "what it does", "its opportunity (what a run must offer it)"), rows)
 
 
 def record_table() -> str:

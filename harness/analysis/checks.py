@@ -394,4 +394,6 @@ def results_document(
         document["interrupted"] = dict(stop)
     if run_row.get("not_applicable"):
         document["not_applicable"] = dict(run_row["not_applicable"])
+    if run_row.get("opportunities"):
+        document["opportunities"] = dict(run_row["opportunities"])  # harness.opportunities
     return document

@@ -54,6 +54,7 @@ from harness.analysis.storage import (
     split_url,
 )
 from harness.analysis.summary import SummaryError, render_summary, summarize, write_summary
+from harness.opportunities import entry_text
 from harness.subcommand import (
     EXIT_BAD_CONFIG,
     VERDICT_WORDS,
@@ -372,15 +373,19 @@ def print_suite(result: Any, console: Console) -> None:
         )
     console.print(table)
     entries = Table(title="by entry: known bugs caught, controls valid", show_edge=False, pad_edge=False)
+    rows = result.entries()
+    # how often the runs gave their known bug a chance, where the DB counts it (harness.opportunities)
+    chances = any(row.get("opportunities") for row in rows)
     for column in ("entry", "runs of", "workload", "nemesis", "expect", "as expected (95% interval)", "invalid",
-                   "unknown"):
-        entries.add_column(column, justify="left" if column in ("entry", "runs of", "workload", "nemesis", "expect")
-                           else "right")
-    for row in result.entries():
+                   "unknown", *(["opportunities"] if chances else [])):
+        entries.add_column(column, justify="left" if column in ("entry", "runs of", "workload", "nemesis", "expect",
+                                                                "opportunities") else "right")
+    for row in rows:
         rate = Rate(row["met"], row["runs"], row["target"])
         style = "bold red" if rate.below_target else "green" if row["met"] == row["runs"] else "yellow"
         entries.add_row(row["entry"] or "-", row["label"], row["workload"], row["nemesis"], row["expect"],
-                        Text(rate.describe(), style=style), str(row["invalid"]), str(row["unknown"]))
+                        Text(rate.describe(), style=style), str(row["invalid"]), str(row["unknown"]),
+                        *([entry_text(row.get("opportunities"))] if chances else []))
     console.print(entries)
 
 

@@ -69,6 +69,7 @@ from harness.analysis.checks import (
 )
 from harness.analysis.dataset import JOURNAL, OPERATIONS, PARTITION_COLUMNS, parquet_bytes
 from harness.lifecycle import blame_the_stop, final_after_for, stop_of
+from harness.opportunities import count_run
 from harness.store import HISTORY, NODES, TEST_JSON
 from harness.store import JOURNAL as JOURNAL_FILE
 
@@ -428,6 +429,8 @@ def read_run_files(
         # the checkers that cannot judge this system
         "interrupted": None if stop is None else stop.to_json(),
         "not_applicable": checks.not_applicable,
+        # and how often the run gave its known bug a chance, from the DB plugin's counter (harness.opportunities)
+        "opportunities": count_run(spec, journals),
         **run_stats(history),
     }
     phases.lap("stats_s")

@@ -32,6 +32,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from harness.opportunities import entry_text
 from harness.report.clocks import OffsetChange, align, clock_offsets
 from harness.report.counterexamples import CheckerView, anomaly_time, checker_view
 from harness.report.data import RunData, load_run, no_cyclic_gc
@@ -85,6 +86,7 @@ def environment() -> Environment:
     env.filters["verdict_class"] = verdict_class
     env.filters["seconds"] = lambda ns: "—" if ns is None else f"{ns / NS:.3f} s"
     env.filters["thousands"] = lambda n: "—" if n is None else f"{n:,}" if isinstance(n, int) else str(n)
+    env.filters["opportunities"] = entry_text
     return env
 
 

@@ -26,6 +26,10 @@ node led it when (two leaders of one group at once are drawn one above the other
 :data:`MAX_GROUP_LANES` groups the busiest (most leaderships) are drawn, the caption says how many are
 not, and a second figure with every group's lane is folded under the first (:func:`all_group_lanes`). The node lanes keep the cluster-level roles, and the caption counts each group's elections too
 (:func:`count_group_elections`).
+
+A run with a known bug switched on adds how often it gave the bug a chance (its *opportunities*, which
+the DB plugin counts and ``results.json`` keeps: :mod:`harness.opportunities`), so that a run that missed
+its bug says whether the bug was reachable at all.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from harness.opportunities import run_sentence
 from harness.report.clocks import Alignment, OffsetChange
 from harness.report.data import ClientOp, JournalMark, RunData
 from harness.report.faults import FaultView, family_of
@@ -98,6 +103,8 @@ class Timeline:
     """Each group's elections, where the system has a leader per group."""
     all_groups: Svg | None = None
     """Every group's lane, when the main figure draws only the busiest (the report folds it away)."""
+    opportunities_sentence: str = ""
+    """How often the run gave its known bug a chance (``results.json``'s ``opportunities``), or ``""``."""
 
 
 @dataclass(frozen=True)
@@ -708,7 +715,7 @@ def build_timeline(
         zoom, _ = _figure(run, wscale, faults, spans, offsets, window.ops, False, marks, None, "window",
                           "operations in the window")
     return Timeline(main, zoom, window.sentence, latency_sentence, roles_sentence, spans, elections,
-                    group_elections, all_group_lanes(spans, faults, scale))
+                    group_elections, all_group_lanes(spans, faults, scale), run_sentence(run.results))
 
 
 def _chaos_end(run: RunData) -> int:

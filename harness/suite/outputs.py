@@ -17,6 +17,7 @@ from checkers.verdict import UNKNOWN, Valid
 from harness.analysis.dataset import SUITES_DIR
 from harness.analysis.discovery import StoredRun
 from harness.analysis.rates import Rate
+from harness.opportunities import RESULTS_FIELD, entry_figures, run_text
 from harness.store import RESULTS, TIMESTAMP_FORMAT, StoreError, read_json, stamped_directory
 from harness.suite.file import Case, Suite
 from harness.suite.runner import CaseRun
@@ -91,9 +92,12 @@ class SuiteResult:
         ``nemesis`` and ``expect``; ``runs``; ``met``, the runs that met the expectation (a known bug
         caught, a control valid); ``valid``, ``invalid``, ``unknown`` (a crashed run is unknown); and
         ``rate``: ``met``/``runs`` with its 95% interval, the entry's ``target`` and whether it is
-        ``below_target`` (``harness.analysis.rates.Rate``).
+        ``below_target`` (``harness.analysis.rates.Rate``); and where its runs' ``results.json`` count
+        them, ``opportunities``: how often the runs gave their known bug a chance
+        (``harness.opportunities.entry_figures``: total, per-run min and max, the missed runs' counts).
         """
         rows: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+        chances: dict[tuple[str, str, str, str, str], list[tuple[Any, bool]]] = {}
         for outcome in self.outcomes:
             case = outcome.case
             nemesis = ",".join(case.nemesis) or "none"
@@ -106,8 +110,13 @@ class SuiteResult:
             row["runs"] += 1
             row["met"] += outcome.status == "passed"
             row["valid" if outcome.valid is True else "invalid" if outcome.valid is False else "unknown"] += 1
-        for row in rows.values():
+            key = (case.group, case.label, case.workload, nemesis, case.expect)
+            chances.setdefault(key, []).append((_opportunities(outcome.run.run_dir), outcome.status == "passed"))
+        for key, row in rows.items():
             row["rate"] = Rate(row["met"], row["runs"], row["target"]).to_json()
+            figures = entry_figures(chances.get(key, []))
+            if figures:
+                row["opportunities"] = figures
         return list(rows.values())
 
 
@@ -301,6 +310,9 @@ def junit_document(
             out += [f"run: {run_dir}", f"results: {run_dir}/results.json", f"report: {run_dir}/report.html"]
         if case.expect == "invalid" and outcome.valid is False:
             out.append(f"known bug caught by: {', '.join(outcome.invalid_checkers) or 'a checker'}")
+        chances = run_text(_opportunities(outcome.run.run_dir))
+        if chances:
+            out.append(f"opportunities: {chances}")
         under = _under_exercised(outcome.run.run_dir)
         if under:
             out.append(f"{under}: valid, but under-exercised" if outcome.valid is True else under)
@@ -320,6 +332,17 @@ def _under_exercised(run_dir: Path | None) -> str | None:
         return None
     text = coverage.get("under_exercised") if isinstance(coverage, dict) else None
     return text if isinstance(text, str) else None
+
+
+def _opportunities(run_dir: Path | None) -> dict[str, Any] | None:
+    """A stored run's ``opportunities`` (``harness.opportunities``), if its ``results.json`` has them."""
+    if run_dir is None:
+        return None
+    try:
+        found = read_json(Path(run_dir) / RESULTS).get(RESULTS_FIELD)
+    except (StoreError, AttributeError):
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def write_junit(
@@ -351,6 +374,7 @@ def suite_summary(suite: Suite, result: SuiteResult, started: datetime) -> dict[
                 "failed_checkers": o.failed_checkers,
                 "invalid_checkers": list(o.invalid_checkers),
                 "under_exercised": _under_exercised(o.run.run_dir),
+                "opportunities": _opportunities(o.run.run_dir),
                 "command": o.run.command,
             }
             for o in result.outcomes
