@@ -25,7 +25,8 @@ import logging
 import os
 import re
 import secrets
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -54,6 +55,24 @@ _PARALLEL_ENGINE_CALLS = 8
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,40}")
 _ENGINE_ERRORS = (DockerException, requests.exceptions.RequestException)
 
+
+
+def finish_through_interrupts(pool: ThreadPoolExecutor, futures: Iterable[Future[Any]]) -> None:
+    """Wait until every one of ``futures`` has ended, even when Ctrl-C (or a signal the harness turns into
+    it) comes meanwhile: that is re-raised once they all have; then shut ``pool`` down. A wait cut short let
+    a container still being created outlive the teardown that had just listed the run's containers (whose
+    network could then not be removed). It waits on the futures, not the threads: a ``Thread.join`` that
+    Ctrl-C interrupts leaves the thread marked as ended while it runs on (CPython 3.11)."""
+    interrupted: BaseException | None = None
+    pending = set(futures)
+    while pending:
+        try:
+            _, pending = wait(pending)
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    pool.shutdown(wait=False)
+    if interrupted is not None:
+        raise interrupted
 
 class PlatformError(Exception):
     """The platform cannot do what was asked; the message is one sentence that says what to do."""
@@ -138,13 +157,13 @@ class DockerPlatform:
             self._check_image(client)
             self._create_network(client)
             pool = ThreadPoolExecutor(max_workers=_PARALLEL_ENGINE_CALLS)
+            starts: list[Future[DockerRemote]] = []
             try:
-                starts = [
-                    pool.submit(self._start_node, client, node.name, node.address if self._pin_addresses else None)
-                    for node in self.topology.nodes
-                ]
+                for node in self.topology.nodes:
+                    starts.append(pool.submit(self._start_node, client, node.name,
+                                              node.address if self._pin_addresses else None))
             finally:  # no start may still be running when close() below lists what to remove
-                pool.shutdown(wait=True, cancel_futures=True)
+                finish_through_interrupts(pool, starts)
             for node, started in zip(self.topology.names, starts, strict=True):
                 self._remotes[node] = started.result()  # raises the first failure, once all have ended
             self._check_running(client)
@@ -248,8 +267,13 @@ class DockerPlatform:
                     failures.append(f"container {container.name} ({error})")
 
             try:
-                with ThreadPoolExecutor(max_workers=_PARALLEL_ENGINE_CALLS) as pool:
-                    pool.map(remove, client.containers.list(all=True, filters=run_filter, ignore_removed=True))
+                pool = ThreadPoolExecutor(max_workers=_PARALLEL_ENGINE_CALLS)
+                removals: list[Future[None]] = []
+                try:
+                    for container in client.containers.list(all=True, filters=run_filter, ignore_removed=True):
+                        removals.append(pool.submit(remove, container))
+                finally:  # every container gone before its network is removed
+                    finish_through_interrupts(pool, removals)
                 for network in client.networks.list(filters=run_filter):
                     try:
                         network.remove()
