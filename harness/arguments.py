@@ -17,10 +17,11 @@ from typing import Any
 
 from checkers.registry import CHECKERS
 from harness.db.plugin import DBPlugin, PluginError, installed
+from harness.pacing import STORM_PACINGS
 from harness.spec import LIMITS, ConfigError, TestSpec
 from harness.subcommand import count, fault_packages, rate, seconds
 from nemesis.faults import LEADER_GROUP_SELECTORS
-from nemesis.generator import nemesis_names
+from nemesis.generator import STORMS, nemesis_names
 from workloads.generator import parse_workload_options, workload_names, workload_options
 from workloads.ops import CLIENT_BINDINGS
 
@@ -70,6 +71,11 @@ def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None,
                              f"faults aimed at the leader hit: {', '.join(LEADER_GROUP_SELECTORS)} (the node "
                              "leading the most groups, default; a random group's leader; the cluster-level "
                              "leader) or a group's name (group:NAME); docs/nemesis.md")
+    parser.add_argument("--storm-pacing", default="clock", metavar="HOW",
+                        help=f"election storms ({', '.join(STORMS)}): {' or '.join(STORM_PACINGS)}: each step at "
+                             "its drawn offset (default), or waiting for the system: a heal for the successor "
+                             "of the leader it took away, the next fault for operations served again "
+                             "(bounded; docs/nemesis.md)")
     parser.add_argument("--min-coverage", type=float, default=None, metavar="SHARE",
                         help="make a valid run unknown (exit 2) when it applied less than this share (0-1) of "
                              "its scheduled faults; without it such a run is only flagged under-exercised "
@@ -155,6 +161,7 @@ def spec_from_args(
         checkers=checkers,
         client_binding=args.client_binding,
         leader_group=args.leader_group,
+        storm_pacing=args.storm_pacing,
         min_coverage=args.min_coverage,
     )
     for name in ("platform", "hosts", "image", "node_memory", "node_pids"):

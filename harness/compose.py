@@ -93,6 +93,8 @@ class Composition:
             argv += ["--client-binding", spec.client_binding]
         if spec.leader_group != defaults.leader_group:
             argv += ["--leader-group", spec.leader_group]
+        if spec.storm_pacing != defaults.storm_pacing:
+            argv += ["--storm-pacing", spec.storm_pacing]
         if spec.min_coverage is not None:
             argv += ["--min-coverage", f"{spec.min_coverage:g}"]
         for name in ("node_memory", "node_pids"):

@@ -59,6 +59,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import math
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -67,6 +68,7 @@ from typing import Any, Protocol
 
 from harness.db import GROUP_FIELDS, GROUPS, STATUS_FIELDS, StatusError
 from harness.history import HistoryWriteError, HistoryWriter
+from harness.pacing import Pacing, PacingRules, PackagePacing, Step, split_schedule
 from nemesis.faults import Outcome, aims_at_leader, choose_leader, parse_leader_group, selected_group
 from workloads.ops import FinalOps, Op, bind, home_node
 
@@ -411,6 +413,9 @@ class InterpreterConfig:
     leader_group: str = "most"
     """Whose leader faults aimed at "the leader" hit where the system has several groups
     (``nemesis.faults.LEADER_GROUP_SELECTORS``, or a group's name)."""
+    pacing: PacingRules | None = None
+    """With rules: election storms are paced by the system, waits bounded by them (:mod:`harness.pacing`);
+    ``None`` (the default): every step at its scheduled offset."""
 
     def __post_init__(self) -> None:
         home_node(self.client_binding, 0, ())  # a bad name fails here, with the valid ones
@@ -442,6 +447,8 @@ class RunStats:
     final_ops: Counter[str] = field(default_factory=Counter)
     final_skipped: list[str] = field(default_factory=list)
     """Nodes that got no final operations because they never caught up (``harness.db.CatchUp``)."""
+    pacing: Pacing = field(default_factory=Pacing)
+    """What the election storms waited for (:mod:`harness.pacing`); nothing for a run without one."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -455,6 +462,7 @@ class RunStats:
             "recovered": self.recovered,
             "final_ops": dict(self.final_ops),
             "final_skipped": list(self.final_skipped),
+            **({"pacing": self.pacing.to_json()} if self.pacing.packages else {}),
         }
 
 
@@ -571,6 +579,10 @@ class Interpreter:
         self._stopping: Signal | None = None
         self._polling_done: Signal | None = None
         self._start = 0.0
+        self._last_ok = -math.inf
+        """When a chaos-phase operation last completed ``ok`` (interpreter clock): a paced storm's
+        "serving again" (:mod:`harness.pacing`)."""
+        self._fault_lock: asyncio.Lock | None = None
         for entry in self.schedule:
             f, _ = nemesis.describe(entry.fault) if nemesis else ("?", None)
             self.stats.faults_scheduled[f] += 1
@@ -754,6 +766,8 @@ class Interpreter:
             group=completion.group,
         )
         self.stats.completed[completion.type] += 1
+        if completion.type == "ok" and not final:
+            self._last_ok = self.clock()
         return completion
 
     # -- status ---------------------------------------------------------------------------------------
@@ -810,12 +824,111 @@ class Interpreter:
         phase, applied by :meth:`_recover`.
         """
         assert self._stopping is not None
-        for entry in self.schedule:
-            if entry.at >= self.config.time_limit:
-                break
+        fixed, paced = split_schedule(self.schedule, self.config.time_limit)
+        if not paced or self.config.pacing is None:  # every entry at its offset, one after another
+            await self._play_fixed([entry for entry in self.schedule if entry.at < self.config.time_limit])
+            return
+        self._fault_lock = asyncio.Lock()  # one fault at a time, whichever package plays it
+        await asyncio.gather(self._play_fixed(fixed),
+                             *(self._play_paced(package, steps) for package, steps in paced.items()))
+
+    async def _play_fixed(self, entries: Sequence[ScheduledFault]) -> None:
+        assert self._stopping is not None
+        for entry in entries:
             if not await self._sleep_until(entry.at, self._stopping):
                 break
-            await self._apply_fault(entry.fault)
+            await self._apply_fault_in_turn(entry.fault)
+
+    async def _play_paced(self, package: str, steps: Sequence[Step]) -> None:
+        """One storm's steps in order, each waiting for the effect it wants (:mod:`harness.pacing`); a step
+        delayed moves every later one of the package by as much."""
+        assert self._stopping is not None
+        rules, pacing = self.config.pacing, self.stats.pacing.of(package)
+        assert rules is not None
+        shift = 0.0
+        previous: Step | None = None
+        previous_at = 0.0  # when the previous step was applied (interpreter clock)
+        term_before: int | None = None  # the leader's term when a fault that deposes it was applied
+        deposed = False  # whether the previous step took the leader away (applied, not skipped)
+        for number, step in enumerate(steps):
+            due = step.at + shift
+            if due >= self.config.time_limit:
+                return self._left_unplayed(pacing, steps[number:])
+            if previous is not None and not step.heal and previous.heal:
+                # From the heal on: the first operation served, then the drawn gap from that moment.
+                served_at = await self._served_at(previous_at, due + rules.serve_wait)
+                if self._stopping.is_set():
+                    return self._left_unplayed(pacing, steps[number:])
+                pacing.served += served_at is not None
+                pacing.unserved += served_at is None
+                due = max(due, served_at + (step.at - previous.at)) if served_at is not None else due
+                if due >= self.config.time_limit:
+                    return self._left_unplayed(pacing, steps[number:])
+            if not await self._sleep_until(due, self._stopping):
+                return self._left_unplayed(pacing, steps[number:])
+            if step.heal and deposed:
+                seen = await self._wait_for(lambda since=previous_at, term=term_before: self._succeeded(since, term),
+                                            rules.successor_wait)
+                if self._stopping.is_set():
+                    return self._left_unplayed(pacing, steps[number:])
+                pacing.successors += seen
+                pacing.no_successor += not seen
+            late = self.elapsed() - step.at
+            if late > shift:
+                pacing.delayed_s += late - shift
+                shift = late
+            if not step.heal and step.deposes_leader:
+                term_before = self.view.leader()[1]
+            previous, previous_at = step, self.clock()
+            pacing.steps += 1
+            outcomes = [await self._apply_fault_in_turn(fault) for fault in step.faults]
+            deposed = step.deposes_leader and not step.heal and any(outcome.applied for outcome in outcomes)
+
+    def _left_unplayed(self, pacing: PackagePacing, steps: Sequence[Step]) -> None:
+        """Steps the storm's waits moved past the end of the chaos phase: not faults the nemesis failed to
+        apply but chances the system did not take, so they leave the scheduled counts fault coverage
+        compares with the applied ones (``harness.coverage``) and are counted in the storm's pacing."""
+        for step in steps:
+            for fault in step.faults:
+                f, _ = self.nemesis.describe(fault) if self.nemesis else ("?", None)
+                self.stats.faults_scheduled[f] -= 1
+                pacing.past_limit += 1
+
+    def _succeeded(self, since: float, term: int | None) -> bool:
+        """Whether the pollers have seen, since ``since``, a leader in a newer term than ``term``."""
+        leader, now = self.view.leader(since=since)
+        return leader is not None and now is not None and (term is None or now > term)
+
+    async def _served_at(self, since: float, until: float) -> float | None:
+        """The run's offset at which a chaos-phase operation was first seen completing ``ok`` since
+        ``since`` (interpreter clock), looking until offset ``until``; ``None`` if none did."""
+        assert self._stopping is not None
+        while self._last_ok < since:
+            if self.elapsed() >= until or self._stopping.is_set():
+                return None
+            await self._stopping.wait_at_most(min(self._poll(), max(until - self.elapsed(), 0.0)))
+        return self.elapsed()
+
+    async def _wait_for(self, seen: Callable[[], bool], bound: float) -> bool:
+        """Wait until ``seen()``, at most ``bound`` seconds (or until the time limit): whether it was."""
+        assert self._stopping is not None
+        until = self.elapsed() + bound
+        while not seen():
+            if self.elapsed() >= until or self._stopping.is_set():
+                return False
+            await self._stopping.wait_at_most(min(self._poll(), max(until - self.elapsed(), 0.0)))
+        return True
+
+    def _poll(self) -> float:
+        return self.config.pacing.poll if self.config.pacing is not None else PacingRules().poll
+
+    async def _apply_fault_in_turn(self, fault: Any) -> Outcome:
+        """:meth:`_apply_fault`, after any other package's fault being applied (storms play beside the
+        fixed schedule, but the driver applies one fault at a time)."""
+        if self._fault_lock is None:
+            return await self._apply_fault(fault)
+        async with self._fault_lock:
+            return await self._apply_fault(fault)
 
     async def _apply_fault(self, fault: Any) -> Outcome:
         assert self.nemesis is not None

@@ -34,6 +34,7 @@ from harness.coverage import judge_coverage
 from harness.db import DB, db_version
 from harness.history import HistoryWriteError, HistoryWriter
 from harness.interpreter import Interpreter, InterpreterConfig, RunStats
+from harness.pacing import rules_for
 from harness.platforms import Launch, Session
 from harness.platforms.real import RealPlatform
 from harness.platforms.sim import SimPlatform
@@ -206,6 +207,7 @@ def run(
                     leader_timeout=spec.leader_timeout,
                     client_binding=spec.client_binding,
                     leader_group=spec.leader_group,
+                    pacing=rules_for(spec.storm_pacing),
                 ),
                 nemesis=session.nemesis,
                 schedule=schedule,

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from harness.pacing import check_storm_pacing
 from harness.topology import MIN_PIDS, NODE_MEMORY, NODE_PIDS, memory_bytes
 from nemesis.faults import parse_leader_group
 from workloads.generator import check_workload_options
@@ -125,6 +126,9 @@ class TestSpec:
     """Where the system reports a leader per group: whose leader faults aimed at "the leader" hit
     (``nemesis.faults.LEADER_GROUP_SELECTORS`` or a group's name); a single-group system is unaffected, and a
     spec stored before groups existed reads as ``most``, which is what those runs did."""
+    storm_pacing: str = "clock"
+    """Whether election storms wait for the system (``system``) or keep their drawn offsets (``clock``, what
+    every run stored before pacing existed did): :mod:`harness.pacing`."""
     min_coverage: float | None = None
     """With a share (0 to 1): a valid run that applied less of its fault schedule is unknown
     (``harness.coverage``); ``None``: under-exercised runs are flagged, their verdict kept."""
@@ -163,6 +167,10 @@ class TestSpec:
             raise ConfigError(f"--client-binding must be one of {', '.join(CLIENT_BINDINGS)}, not {self.client_binding!r}")
         try:
             parse_leader_group(self.leader_group)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        try:
+            check_storm_pacing(self.storm_pacing)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if self.min_coverage is not None and not (isinstance(self.min_coverage, int | float)

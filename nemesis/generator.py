@@ -11,7 +11,10 @@ packages a test asks for into one schedule of pure data, as Jepsen's combined ne
    operation that heals it, until ``time_limit``; so every fault is paired with its heal, and faults of
    different packages overlap. An *election storm* keeps a pace of its own instead (:class:`Pace`: how
    long a fault holds, how long the cluster rests before the next), a few seconds whatever the interval,
-   and may heal each fault with the operation that ends that fault only (``Package.heal_of``);
+   and may heal each fault with the operation that ends that fault only (``Package.heal_of``). The
+   schedule gives a storm's steps their offsets; with ``--storm-pacing system`` the interpreter plays them
+   no earlier, and also waits for what the system does (a successor elected, operations served again:
+   ``harness.pacing``);
 2. each package draws from its own generator, seeded from ``rng`` in :data:`PACKAGES` order whether or
    not the package is asked for, so a package's faults do not change when others are added: the
    partitions of ``partition,kill`` are those of ``partition`` alone;

@@ -28,7 +28,8 @@ does not exist in that mode) is skipped rather than an error.
 Run options, in ``[suite]`` or per ``[[matrix]]``: ``db``, ``time_limit``, ``nodes``, ``concurrency``,
 ``rate``, ``op_timeout``, ``nemesis_interval``, ``platform`` (``docker``, ``ssh``, or ``sim``: the
 deterministic simulator, ``harness simulate``), ``hosts``, ``client_binding`` (``leader`` or ``node``:
-``harness run --client-binding``), ``leader_group`` (``harness run --leader-group``), ``min_coverage``
+``harness run --client-binding``), ``leader_group`` (``harness run --leader-group``), ``storm_pacing``
+(``harness run --storm-pacing``), ``min_coverage``
 (``harness run --min-coverage``: a valid run that applied less of its faults is unknown),
 ``workload_options`` (a table, ``harness run --workload-opt``: ``{queues = 3}``). An unknown key or
 a bad value is one sentence

@@ -40,6 +40,7 @@ RUN_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "hosts": str,
     "client_binding": str,
     "leader_group": str,
+    "storm_pacing": str,
     "min_coverage": (int, float),
     "workload_options": dict,
 }

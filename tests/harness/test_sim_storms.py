@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -102,3 +103,41 @@ def test_pausing_the_followers_spares_the_fluvio_controller(tmp_path: Path) -> N
     assert followers and all("sc" not in nodes and 0 < len(nodes) < 3 for nodes in followers)
     everyone = [done["value"]["nodes"] for asked, done in pauses if asked == {"targets": "all"} and done["type"] == "ok"]
     assert everyone and all("sc" in nodes for nodes in everyone)
+
+
+def test_a_storm_waits_for_the_simulated_system(tmp_path: Path) -> None:
+    """harness.pacing on the simulator (``--storm-pacing system``): every churn fault after a heal comes
+    after a client operation was served following that heal, and the run's stats say what the storm waited
+    for; by the clock (the default) nothing waits."""
+    spec = TestSpec(seed=1, db="cluster", nemesis=("leader-churn",), time_limit=30.0, store=str(tmp_path),
+                    platform="sim", storm_pacing="system")
+    assert compose(spec).command().endswith(" --storm-pacing system")
+    assert TestSpec.from_json(spec.to_json()) == spec
+    result = simulate(spec, tmp_path / "run")
+    assert result.valid is True, result.failed_checkers
+    pacing = result.results["stats"]["pacing"]["leader-churn"]
+    assert pacing["steps"] >= 10 and pacing["successors"] >= 4 and pacing["served"] >= 4, pacing
+    events = [json.loads(line) for line in (result.run_dir / "history.jsonl").read_text().splitlines()]
+    chaos_end = 30 * 1_000_000_000
+    faults = [e for e in events if e["process"] == "nemesis" and e["type"] == "invoke" and e["time"] < chaos_end]
+    served = [e["time"] for e in events
+              if isinstance(e["process"], int) and e["type"] == "ok" and e["f"] != "status"]
+    heals = ("heal", "resume", "start")
+    checked = 0
+    for before, fault in itertools.pairwise(faults):
+        if before["f"] in heals and fault["f"] not in heals:
+            assert any(before["time"] <= t <= fault["time"] for t in served), (before, fault)
+            checked += 1
+    assert checked >= 4
+
+
+def test_storms_keep_their_offsets_by_default(tmp_path: Path) -> None:
+    spec = TestSpec(seed=1, db="cluster", nemesis=("leader-churn",), time_limit=20.0, store=str(tmp_path),
+                    platform="sim")
+    result = simulate(spec, tmp_path / "run")
+    assert "pacing" not in result.results["stats"]
+    schedule = [json.loads(line) for line in (result.run_dir / "schedule.jsonl").read_text().splitlines()]
+    planned = [round(e["at"], 3) for e in schedule if e.get("process") == "nemesis" and e["at"] < 20.0]
+    events = [json.loads(line) for line in (result.run_dir / "history.jsonl").read_text().splitlines()]
+    ran = [e["time"] / 1e9 for e in events if e["process"] == "nemesis" and e["type"] == "invoke" and e["time"] < 20e9]
+    assert len(ran) == len(planned) and all(abs(a - b) < 0.05 for a, b in zip(ran, planned, strict=True))
