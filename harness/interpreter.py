@@ -856,7 +856,7 @@ class Interpreter:
                 return self._left_unplayed(pacing, steps[number:])
             if previous is not None and not step.heal and previous.heal:
                 # From the heal on: the first operation served, then the drawn gap from that moment.
-                served_at = await self._served_at(previous_at, due + rules.serve_wait)
+                served_at = await self._served_at(previous_at, due + rules.serve_wait, rules.poll)
                 if self._stopping.is_set():
                     return self._left_unplayed(pacing, steps[number:])
                 pacing.served += served_at is not None
@@ -868,7 +868,7 @@ class Interpreter:
                 return self._left_unplayed(pacing, steps[number:])
             if step.heal and deposed:
                 seen = await self._wait_for(lambda since=previous_at, term=term_before: self._succeeded(since, term),
-                                            rules.successor_wait)
+                                            rules.successor_wait, rules.poll)
                 if self._stopping.is_set():
                     return self._left_unplayed(pacing, steps[number:])
                 pacing.successors += seen
@@ -899,28 +899,25 @@ class Interpreter:
         leader, now = self.view.leader(since=since)
         return leader is not None and now is not None and (term is None or now > term)
 
-    async def _served_at(self, since: float, until: float) -> float | None:
+    async def _served_at(self, since: float, until: float, poll: float) -> float | None:
         """The run's offset at which a chaos-phase operation was first seen completing ``ok`` since
         ``since`` (interpreter clock), looking until offset ``until``; ``None`` if none did."""
         assert self._stopping is not None
         while self._last_ok < since:
             if self.elapsed() >= until or self._stopping.is_set():
                 return None
-            await self._stopping.wait_at_most(min(self._poll(), max(until - self.elapsed(), 0.0)))
+            await self._stopping.wait_at_most(min(poll, max(until - self.elapsed(), 0.0)))
         return self.elapsed()
 
-    async def _wait_for(self, seen: Callable[[], bool], bound: float) -> bool:
+    async def _wait_for(self, seen: Callable[[], bool], bound: float, poll: float) -> bool:
         """Wait until ``seen()``, at most ``bound`` seconds (or until the time limit): whether it was."""
         assert self._stopping is not None
         until = self.elapsed() + bound
         while not seen():
             if self.elapsed() >= until or self._stopping.is_set():
                 return False
-            await self._stopping.wait_at_most(min(self._poll(), max(until - self.elapsed(), 0.0)))
+            await self._stopping.wait_at_most(min(poll, max(until - self.elapsed(), 0.0)))
         return True
-
-    def _poll(self) -> float:
-        return self.config.pacing.poll if self.config.pacing is not None else PacingRules().poll
 
     async def _apply_fault_in_turn(self, fault: Any) -> Outcome:
         """:meth:`_apply_fault`, after any other package's fault being applied (storms play beside the
