@@ -10,12 +10,13 @@ same driver over its simulated network, clocks and processes.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.db import Deployment, Pause, Process, fault_targets, has_capability, reply_ports
+from harness.platforms.threads import run_in_threads
 from nemesis.driver import Action, FaultDriver, ProcessActions
 from nemesis.faults import Outcome
 from nemesis.remote import Remote
@@ -53,8 +54,8 @@ class AdapterProcesses(ProcessActions):
 
     def _each(self, targets: Sequence[str], action: Callable[[Deployment, str, Remote], Any]) -> Outcome:
         targets = tuple(targets)
-        with ThreadPoolExecutor(max_workers=max(1, len(targets)), thread_name_prefix="fault") as pool:
-            futures = {node: pool.submit(action, self.deployment, node, self.remotes[node]) for node in targets}
+        futures = run_in_threads({node: functools.partial(action, self.deployment, node, self.remotes[node])
+                                  for node in targets}, name="fault")
         done: list[str] = []
         errors: dict[str, str] = {}
         for node, future in futures.items():

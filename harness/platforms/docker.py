@@ -25,8 +25,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -38,6 +37,7 @@ from docker.models.containers import Container
 from docker.types import IPAMConfig, IPAMPool
 
 from harness.lifecycle import DEAD, LABEL_RUN_DIR, Controller
+from harness.platforms.threads import finish_through_interrupts
 from harness.remotes.docker import DockerRemote
 from harness.topology import DEFAULT_TOPOLOGY, Topology
 
@@ -55,24 +55,6 @@ _PARALLEL_ENGINE_CALLS = 8
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,40}")
 _ENGINE_ERRORS = (DockerException, requests.exceptions.RequestException)
 
-
-
-def finish_through_interrupts(pool: ThreadPoolExecutor, futures: Iterable[Future[Any]]) -> None:
-    """Wait until every one of ``futures`` has ended, even when Ctrl-C (or a signal the harness turns into
-    it) comes meanwhile: that is re-raised once they all have; then shut ``pool`` down. A wait cut short let
-    a container still being created outlive the teardown that had just listed the run's containers (whose
-    network could then not be removed). It waits on the futures, not the threads: a ``Thread.join`` that
-    Ctrl-C interrupts leaves the thread marked as ended while it runs on (CPython 3.11)."""
-    interrupted: BaseException | None = None
-    pending = set(futures)
-    while pending:
-        try:
-            _, pending = wait(pending)
-        except KeyboardInterrupt as exc:
-            interrupted = exc
-    pool.shutdown(wait=False)
-    if interrupted is not None:
-        raise interrupted
 
 class PlatformError(Exception):
     """The platform cannot do what was asked; the message is one sentence that says what to do."""

@@ -13,11 +13,11 @@ so that ``harness clean`` can tell a dead run's leftovers from a live run's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from harness.db import CatchUp, Deployment, Pause, Process, Status, collected_fi
 from harness.fault_driver import heal_everything, real_fault_driver
 from harness.interpreter import run_in_thread
 from harness.platforms import Launch, Session
+from harness.platforms.threads import run_in_threads
 from harness.spec import ConfigError, rng_for
 from nemesis.shell import FakeTime, install_faketime
 
@@ -208,8 +209,7 @@ def _close_engine(engine: Any) -> None:
 
 def on_nodes(nodes: Sequence[str], action: Callable[[str], Any]) -> dict[str, Any]:
     """Run ``action`` on every node in parallel; raise the first failure (naming the node) after all ran."""
-    with ThreadPoolExecutor(max_workers=max(1, len(nodes)), thread_name_prefix="node") as pool:
-        futures = {node: pool.submit(action, node) for node in nodes}
+    futures = run_in_threads({node: functools.partial(action, node) for node in nodes}, name="node")
     results: dict[str, Any] = {}
     errors: list[str] = []
     for node, future in futures.items():

@@ -36,11 +36,11 @@ through the DB adapter and the nemesis, as on every platform.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -49,6 +49,7 @@ from typing import Any
 
 import paramiko
 
+from harness.platforms.threads import run_in_threads
 from harness.remotes.ssh import SSHRemote
 from nemesis.remote import RemoteError
 
@@ -272,8 +273,8 @@ class SSHPlatform:
         """
         if self._remotes:
             return dict(self._remotes)
-        with ThreadPoolExecutor(max_workers=min(_PARALLEL_CONNECTIONS, len(self.hosts))) as pool:
-            attempts = {node: pool.submit(self._connect, host) for node, host in self.hosts.items()}
+        attempts = run_in_threads({node: functools.partial(self._connect, host) for node, host in self.hosts.items()},
+                                  name="ssh", max_workers=min(_PARALLEL_CONNECTIONS, len(self.hosts)))
         errors: list[str] = []
         unexpected: BaseException | None = None
         for node, attempt in attempts.items():

@@ -16,7 +16,6 @@ from harness.platforms.docker import (
     PlatformError,
     connect_engine,
     find_runs,
-    finish_through_interrupts,
     remove_run,
 )
 from harness.topology import topology
@@ -30,29 +29,6 @@ def _run_objects(client: DockerClient, run_id: str) -> list[str]:
     label = {"label": f"{LABEL_RUN}={run_id}"}
     containers = [container.name for container in client.containers.list(all=True, filters=label)]
     return containers + [network.name for network in client.networks.list(filters=label)]
-
-
-def test_a_pool_is_waited_for_through_ctrl_c() -> None:
-    """A start still creating a container when Ctrl-C comes ends before the teardown lists the run's
-    containers: the wait goes on through the interrupt, which is raised after."""
-    import os
-    import signal
-    import threading
-    import time
-    from concurrent.futures import ThreadPoolExecutor
-
-    finished = threading.Event()
-
-    def create() -> None:
-        time.sleep(0.4)
-        finished.set()
-
-    pool = ThreadPoolExecutor(max_workers=1)
-    started = [pool.submit(create)]
-    threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()  # a real signal wakes the wait
-    with pytest.raises(KeyboardInterrupt):
-        finish_through_interrupts(pool, started)
-    assert finished.is_set()
 
 
 def test_a_missing_engine_is_one_sentence_saying_what_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
