@@ -883,6 +883,12 @@ class Interpreter:
             pacing.steps += 1
             outcomes = [await self._apply_fault_in_turn(fault) for fault in step.faults]
             deposed = step.deposes_leader and not step.heal and any(outcome.applied for outcome in outcomes)
+            # The next hold or gap counts from when this step took effect, not from when it began: on a
+            # loaded machine applying a step (a docker exec per node) can take seconds of its hold.
+            applied_late = self.elapsed() - step.at
+            if applied_late > shift:
+                pacing.delayed_s += applied_late - shift
+                shift = applied_late
 
     def _left_unplayed(self, pacing: PackagePacing, steps: Sequence[Step]) -> None:
         """Steps the storm's waits moved past the end of the chaos phase: not faults the nemesis failed to

@@ -1,12 +1,13 @@
 """Election storms paced by the system under test, not by the wall clock (issue 32).
 
 A storm (a nemesis package with a :class:`nemesis.generator.Pace`: ``leader-churn``, ``timeout-storm``,
-``ring-storm``, ``slow-net``) exists to give a bug that lives in elections many chances per run. Each
-chance needs an election to finish and the cluster to serve for a while before the next fault comes. With
-its steps at fixed offsets, a storm tuned on a quiet machine becomes an outage on a loaded one, where
-elections, restarts and fsyncs take longer: the next fault arrives before the last election has ended, and
-the run completes few operations. So the interpreter plays a paced package's steps in order, each no
-earlier than its scheduled offset, with two waits of its own, each bounded in seconds of the run's clock:
+``ring-storm``, ``slow-net``, ``lone-leader``) exists to give a bug that lives in elections many chances
+per run. Each chance needs an election to finish and the cluster to serve for a while before the next
+fault comes. With its steps at fixed offsets, a storm tuned on a quiet machine becomes an outage on a
+loaded one, where elections, restarts and fsyncs take longer: the next fault arrives before the last
+election has ended, and the run completes few operations. So the interpreter plays a paced package's
+steps in order, each no earlier than its scheduled offset, with two waits of its own, each bounded in
+seconds of the run's clock:
 
 * **successor**: the heal of a fault that took the leader away (isolate, pause or kill ``leader``) waits,
   beyond its drawn hold, until the status pollers see a leader in a newer term than the one the fault hit
@@ -17,12 +18,13 @@ earlier than its scheduled offset, with two waits of its own, each bounded in se
   ``ok`` is the system's own word that it serves; the status pollers see a recovered leader only at their
   next round, a second later.
 
-Every later step of the package moves by as much as the step was delayed, so holds and gaps keep their
-drawn lengths; steps that then fall after the time limit are left to the final heal phase, and are not
-counted as scheduled by fault coverage (they never came due: ``harness.coverage`` compares the faults
-applied with those that did). The
-single-fault packages keep their fixed offsets (a run without a storm plays exactly as before). What was
-waited is counted per package in the run's stats (``results.json`` ``stats.pacing``).
+Every later step of the package moves by as much as the step was delayed, or took to apply (a pause of
+four nodes through ``docker exec`` took 1.6 s at load 20), so holds and gaps keep their drawn lengths from
+the moment a step took effect; steps that then fall after the time limit are left to the final heal
+phase, and are not counted as scheduled by fault coverage (they never came due: ``harness.coverage``
+compares the faults applied with those that did). The single-fault packages keep their fixed offsets (a
+run without a storm plays exactly as before). What was waited is counted per package in the run's stats
+(``results.json`` ``stats.pacing``).
 
 Pacing is chosen per run: ``harness run --storm-pacing system`` (``TestSpec.storm_pacing``, a suite entry's
 ``storm_pacing``); the default, ``clock``, plays every step at its offset, as before pacing existed.

@@ -40,7 +40,12 @@ election, and the single-fault packages at their usual pace cause about four a m
 * ``slow-net``: latency with a jitter as large as the delay (the simulator; recorded as unavailable where
   the kernel lacks netem) together with packet loss (iptables; on containers, TCP retransmits what is
   lost, so messages arrive late), on a majority or every node: heartbeats miss, elections start, and a
-  Vote of an earlier ballot arrives during a later one.
+  Vote of an earlier ballot arrives during a later one;
+* ``lone-leader``: pause every follower for 2 to 4 s, then kill the leader and resume the followers at one
+  instant, and restart it 1 to 2 s later: a system that lets its in-sync set shrink to the leader (Kafka's
+  ISR, Fluvio's LRS, Redis with asynchronous replicas) has the leader commit alone, and only replicas that
+  lack those records are left to elect from: an unclean election loses them, a correct system waits for
+  the leader to come back.
 """
 
 from __future__ import annotations
@@ -325,6 +330,18 @@ def _timeout_storm(rng: random.Random, nodes: tuple[str, ...], options: NemesisO
     return Pause(rng.choice(options.storm_pause_targets))
 
 
+def _lone_leader(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Step:
+    """Start whatever the last cycle killed, then pause every follower: the leader goes on alone, and a
+    system whose in-sync set may shrink to the leader commits alone."""
+    return (Start("all"), Pause("followers"))
+
+
+def _lone_leader_loss(step: Step) -> Step:
+    """Kill the lone leader, then resume its followers: only replicas that lack what it committed alone
+    are left, and electing one of them (an unclean election) loses it; the next cycle restarts the leader."""
+    return (Kill("leader"), Resume("all"))
+
+
 def _ring_storm(rng: random.Random, nodes: tuple[str, ...], options: NemesisOptions) -> Fault:
     """A fresh majorities ring (>= 4 nodes) or bridge: candidates that cannot hear each other, voters
     that hear both."""
@@ -464,10 +481,23 @@ PACKAGES: dict[str, Package] = {
             pace=Pace(hold=(2.0, 5.0), gap=(0.5, 2.0)),
             final_heal=31,
         ),
+        # After the storms, so that no earlier package's stream moved when it was added.
+        Package(
+            "lone-leader",
+            "unclean-election storm: pause every follower for 2-4 s so the leader goes on alone, then kill "
+            "it and resume them together; 1-2 s later restart it (and pause the followers again)",
+            _lone_leader,
+            lambda: (Resume("all"), Start("all")),
+            min_nodes=3,
+            pace=Pace(hold=(2.0, 4.0), gap=(1.0, 2.0)),
+            heal_of=_lone_leader_loss,
+            needs=("Process", "Pause", "Status"),
+            final_heal=42,
+        ),
     )
 }
 
-STORMS: tuple[str, ...] = ("leader-churn", "timeout-storm", "ring-storm", "slow-net")
+STORMS: tuple[str, ...] = ("leader-churn", "timeout-storm", "ring-storm", "slow-net", "lone-leader")
 """The election-storm packages (module docstring)."""
 
 def final_heal_order() -> tuple[str, ...]:

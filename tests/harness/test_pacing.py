@@ -79,6 +79,7 @@ class Driver:
         self.cluster = cluster
 
     def describe(self, fault: Any) -> tuple[str, Any]:
+        self.current = fault  # described just before it is applied
         return fault.f, fault.value()
 
     def apply(self, fault: Any, leader: str | None) -> FaultOutcome:
@@ -105,7 +106,8 @@ class Driver:
 
 
 def _run(tmp_path, schedule, *, election: float | None, time_limit: float = 20.0,
-         rules: PacingRules | None = None):
+         rules: PacingRules | None = None, apply_seconds: Mapping[str, float] | None = None):
+    """``apply_seconds``: how long applying a fault takes, by ``f`` (instant by default)."""
     loop = VirtualTimeLoop()
     try:
         cluster = ElectingCluster(loop, election)
@@ -116,14 +118,17 @@ def _run(tmp_path, schedule, *, election: float | None, time_limit: float = 20.0
         async def open_client(process: int) -> Client:
             return Client(cluster)
 
+        driver = Driver(cluster)
+
         async def at_once(apply):
+            await asyncio.sleep((apply_seconds or {}).get(driver.current.f, 0.0))
             return apply()
 
         async def main():
             with HistoryWriter(path, lambda: int(loop.time() * SECOND)) as history:
                 interpreter = Interpreter(
                     history, nodes=NODES, workload=FakeWorkload(think=0.05), open_client=open_client,
-                    config=config, nemesis=Driver(cluster), schedule=schedule, status=cluster.status,
+                    config=config, nemesis=driver, schedule=schedule, status=cluster.status,
                     run_fault=at_once,
                 )
                 return await interpreter.run()
@@ -189,6 +194,18 @@ def test_a_quick_election_keeps_the_schedule(tmp_path) -> None:
     chaos = [at for at, _ in cluster.applied if at < 20.0]
     assert chaos == pytest.approx([2.0, 4.0, 4.5, 6.5], abs=0.15)
     assert stats.pacing.packages[STORM].successors == 2
+
+
+def test_holds_and_gaps_count_from_when_a_step_took_effect(tmp_path) -> None:
+    # A pause takes 1.5 s to apply (docker exec on a loaded machine): its 1 s hold starts when it is done.
+    schedule = _churn((1.0, Pause("all")), (2.0, Resume("all")), (2.5, Pause("all")), (3.5, Resume("all")))
+    _, stats, cluster = _run(tmp_path, schedule, election=0.2, apply_seconds={"pause": 1.5})
+    (pause1, _), (resume1, _), (pause2, _), (resume2, _) = [(at, f) for at, f in cluster.applied if at < 20.0]
+    assert pause1 == pytest.approx(2.5, abs=0.01)  # invoked at 1.0, in effect at 2.5
+    assert resume1 == pytest.approx(pause1 + 1.0, abs=0.15)
+    assert pause2 == pytest.approx(resume1 + 0.5 + 1.5, abs=0.2)  # the gap, then 1.5 s to apply
+    assert resume2 == pytest.approx(pause2 + 1.0, abs=0.15)
+    assert stats.pacing.packages[STORM].delayed_s == pytest.approx(3.0, abs=0.3)
 
 
 def test_every_wait_is_bounded(tmp_path) -> None:
