@@ -99,6 +99,13 @@ def test_the_nightly_bugs_suite_runs_every_bug_in_every_mode_it_applies_to() -> 
     assert {pair: n for pair, n in bug_runs.items() if n < 10} == {}
     controls = Counter(mode(c) for c in suite.cases if c.expect == "valid" and not bugs(c))
     assert set(controls) == set(ELECTIONS) and min(controls.values()) >= 20
+    # A mode's controls run under every fault package its bug runs use: a catch is never the faults alone.
+    uncovered = {
+        each: {n for c in suite.cases if c.expect == "invalid" and mode(c) == each for n in c.nemesis}
+        - {n for c in suite.cases if c.expect == "valid" and mode(c) == each for n in c.nemesis}
+        for each in ELECTIONS
+    }
+    assert {each: packages for each, packages in uncovered.items() if packages} == {}
 
 
 # --- reading what a suite left behind --------------------------------------------------------------------
