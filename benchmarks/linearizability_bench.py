@@ -2,17 +2,32 @@
 histories generated from a seed, against a bare JSON load of the same lines.
 
 Corpus mode (the default) prints, for the etcd (cas-register) and key-value corpora, the total check time
-and its ratio to Porcupine (Go) measured on the project's 2-core machine (issue 3), then the slowest
-files. Each file's time is the best of ``--repeat`` runs of ``check_linearizability`` on already loaded
-operations (as in Porcupine's own figures). A verdict that differs from ``MANIFEST.json`` is printed and
-makes the exit status 1.
+and the slowest files. Each file's time is the best of ``--repeat`` runs of ``check_linearizability``
+on already loaded operations (as in Porcupine's own figures), and of loading and checking it. A verdict
+that differs from ``MANIFEST.json`` is printed and makes the exit status 1.
+
+Ratios are only ever to something measured in the same run: with ``--porcupine CMD`` (below) each file
+is also checked by Porcupine, best of ``--repeat`` too, and the ratio printed is ours (loading and
+checking, in this process) to Porcupine's command (its CPU seconds, start-up, reading and checking);
+without it, the ratio is ours to a bare ``json.loads`` of the file's lines.
+
+``--porcupine CMD``: a command that checks one history file and prints ok/illegal (any other output is
+"unknown"), for example a small Go program around Porcupine (``porcupine.CheckOperations`` with its kv
+model partitioned by key) built outside this repository: nothing of Porcupine is part of the project.
+``{file}`` and ``{model}`` in ``CMD`` are replaced by the file and the model (``cas-register`` or
+``kv``); without ``{file}`` the file is appended. Its verdicts are compared with ``MANIFEST.json`` too.
 
 Case mode (``--case NAME``, repeatable; ``--case all``) generates each history into ``--dir`` (kept, so
 a second run reuses it) and, in this one process, times a bare ``json.loads`` of every line, then
 ``python -m checkers check`` on the file (loading, validating, pairing and checking, ``--workers``
 processes), and prints wall and CPU seconds, their ratio, the verdict, and the peak memory: this
 process's and its forked workers' peak RSS, and the peak of their summed PSS (shared pages counted
-once), sampled every 0.1 s. The cases (issue 13):
+once), sampled every 0.1 s. With ``--porcupine CMD`` instead, each case is run side by side:
+``python -m checkers check`` and ``CMD`` as child processes, alternately, ``--repeat`` rounds (at most
+5), each measured by ``wait4`` (CPU seconds of the process and every process it waited for, peak RSS
+of the largest) and by sampling its process tree every 0.1 s (peak summed RSS, peak summed PSS); the
+load average is printed with every run, and the medians and ours/Porcupine at the end. The cases
+(issue 13):
 
 * ``1m``: 1,000,000 operations, 1,000 keys, 20 processes (reads, writes, compare-and-set);
 * ``200mb``: a 200 MB history shaped like the harness's (``node``, ``lsn``, cas mismatches), 10,000 keys;
@@ -32,6 +47,7 @@ effect at its completion, on a reference register), so any other verdict is a bu
 
     .venv/bin/python benchmarks/linearizability_bench.py [--repeat 5] [--top 10] [--corpus DIR]
     .venv/bin/python benchmarks/linearizability_bench.py --case all [--dir /tmp/lin-bench] [--seed 1]
+    .venv/bin/python benchmarks/linearizability_bench.py --case 1m --repeat 3 --porcupine 'porcupine-check -model {model} {file}'
     .venv/bin/python benchmarks/linearizability_bench.py --edn [--edn-ops 100000] [--repeat 3]
 """
 
@@ -42,6 +58,7 @@ import io
 import json
 import os
 import random
+import shlex
 import sys
 import threading
 import time
@@ -56,12 +73,9 @@ sys.path.insert(0, str(ROOT))
 from checkers.cli import main as checkers_main  # noqa: E402
 from checkers.history import load_history  # noqa: E402
 from checkers.linearizability import check_linearizability  # noqa: E402
-from checkers.verdict import Valid  # noqa: E402
+from checkers.verdict import UNKNOWN, Valid  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "porcupine"
-# Porcupine (Go) on this machine, from issue 3: seconds for the whole corpus, and its slowest files.
-PORCUPINE_TOTAL_S = {"etcd": 0.41, "kv": 0.17}
-PORCUPINE_FILE_S = {"etcd_002": 0.154, "etcd_007": 0.103, "kv_c50-ok": 0.143}
 
 
 # -- the Porcupine corpus --------------------------------------------------------------------------------
@@ -75,22 +89,42 @@ class Row:
     ops: int
     states: int
     valid: Valid
-    expected: bool | None
-    wall_s: float
+    expected: Valid | None
+    wall_s: float  # the check of loaded operations
     cpu_s: float
+    load_cpu_s: float  # loading the file and checking it
+    reference_s: float  # Porcupine's command (CPU seconds), or a bare json.loads of the lines
+    reference_valid: Valid | None = None  # Porcupine's verdict
 
 
-def measure(corpus_dir: Path, repeat: int) -> list[Row]:
+def _corpus_model(model: str) -> str:
+    return "kv" if model == "kv" else "cas-register"
+
+
+def measure(corpus_dir: Path, repeat: int, porcupine: str | None = None) -> list[Row]:
     manifest = json.loads((corpus_dir / "MANIFEST.json").read_text(encoding="utf-8"))
     rows = []
     for entry in manifest["files"]:
-        history = load_history(corpus_dir / entry["file"])
-        wall = cpu = float("inf")
+        path = corpus_dir / entry["file"]
+        history = load_history(path)
+        wall = cpu = load_cpu = reference = float("inf")
+        reference_valid: Valid | None = None
         for _ in range(max(1, repeat)):
             started, started_cpu = time.perf_counter(), time.process_time()
             verdict = check_linearizability(history.ops, entry["model"])
             wall = min(wall, time.perf_counter() - started)
             cpu = min(cpu, time.process_time() - started_cpu)
+            started_cpu = time.process_time()
+            check_linearizability(load_history(path, keep_events=False).ops, entry["model"])
+            load_cpu = min(load_cpu, time.process_time() - started_cpu)
+            if porcupine is None:
+                started_cpu = time.process_time()
+                _bare_json_load(path)
+                reference = min(reference, time.process_time() - started_cpu)
+            else:
+                run = run_child(porcupine_argv(porcupine, path, _corpus_model(entry["model"])), sample=False)
+                reference = min(reference, run.cpu_s)
+                reference_valid = porcupine_verdict(run.output)
         rows.append(
             Row(
                 name=entry["name"],
@@ -103,37 +137,135 @@ def measure(corpus_dir: Path, repeat: int) -> list[Row]:
                 expected=entry["expected_linearizable"] if entry["op_count"] else "unknown",
                 wall_s=wall,
                 cpu_s=cpu,
+                load_cpu_s=load_cpu,
+                reference_s=reference,
+                reference_valid=reference_valid,
             )
         )
     return rows
 
 
-def report(rows: list[Row], top: int) -> None:
+def report(rows: list[Row], top: int, reference: str) -> None:
+    """``reference``: what ``Row.reference_s`` measured (Porcupine's command, or json.loads)."""
+    print(f"ours: check of loaded operations (wall, cpu) and load + check (cpu), in this process; "
+          f"reference: {reference}; best of the runs of each file")
     print(
-        f"{'corpus':<8}{'files':>6}{'ops':>7}{'states':>9}{'wall (s)':>10}{'cpu (s)':>9}"
-        f"{'Porcupine (s)':>15}{'ratio wall':>12}{'ratio cpu':>11}"
+        f"{'corpus':<8}{'files':>6}{'ops':>7}{'states':>9}{'wall (s)':>10}{'cpu (s)':>9}{'load+check':>12}"
+        f"{'reference':>11}{'ours/ref':>10}"
     )
     groups = [(corpus, [r for r in rows if r.corpus == corpus]) for corpus in ("etcd", "kv")]
     groups.append(("all", rows))
     for corpus, mine in groups:
-        reference = sum(PORCUPINE_TOTAL_S.values()) if corpus == "all" else PORCUPINE_TOTAL_S[corpus]
         wall, cpu = sum(r.wall_s for r in mine), sum(r.cpu_s for r in mine)
+        load_cpu, ref = sum(r.load_cpu_s for r in mine), sum(r.reference_s for r in mine)
         print(
             f"{corpus:<8}{len(mine):>6}{sum(r.ops for r in mine):>7}{sum(r.states for r in mine):>9}"
-            f"{wall:>10.3f}{cpu:>9.3f}{reference:>15.3f}{wall / reference:>12.2f}{cpu / reference:>11.2f}"
+            f"{wall:>10.3f}{cpu:>9.3f}{load_cpu:>12.3f}{ref:>11.3f}{load_cpu / ref:>10.2f}"
         )
     print()
     print(f"slowest {top} files:")
     print(
         f"{'file':<14}{'model':<14}{'ops':>6}{'states':>9}{'verdict':>9}{'wall (ms)':>11}{'cpu (ms)':>10}"
-        f"{'Porcupine (ms)':>16}"
+        f"{'load+check':>12}{'reference':>11}"
     )
     for r in sorted(rows, key=lambda r: r.wall_s, reverse=True)[:top]:
-        reference = f"{PORCUPINE_FILE_S[r.name] * 1000:.0f}" if r.name in PORCUPINE_FILE_S else ""
         print(
             f"{r.name:<14}{r.model:<14}{r.ops:>6}{r.states:>9}{r.valid!s:>9}{r.wall_s * 1000:>11.1f}"
-            f"{r.cpu_s * 1000:>10.1f}{reference:>16}"
+            f"{r.cpu_s * 1000:>10.1f}{r.load_cpu_s * 1000:>12.1f}{r.reference_s * 1000:>11.1f}"
         )
+
+
+# -- another checker's command, measured side by side -------------------------------------------------
+
+PORCUPINE_WORDS: dict[str, Valid] = {"ok": True, "illegal": False}
+
+
+def porcupine_verdict(output: str) -> Valid:
+    """What ``--porcupine``'s command printed, as a verdict (its last word: ok, illegal, else unknown)."""
+    words = output.split()
+    return PORCUPINE_WORDS.get(words[-1] if words else "", UNKNOWN)
+
+
+def porcupine_argv(command: str, path: Path, model: str) -> list[str]:
+    """``--porcupine``'s command for one file (module docstring: ``{file}``, ``{model}``)."""
+    argv = [part.replace("{model}", model).replace("{file}", str(path)) for part in shlex.split(command)]
+    return argv if "{file}" in command else [*argv, str(path)]
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """One child process, measured: ``wait4``'s CPU seconds (it and every process it waited for) and
+    peak RSS (the largest one), and sampled over its process tree: the peaks of the summed RSS and PSS."""
+
+    wall_s: float
+    cpu_s: float
+    max_rss_mib: float
+    tree_rss_mib: float
+    tree_pss_mib: float
+    output: str
+    load: str
+
+
+def run_child(argv: list[str], *, cwd: Path | None = None, sample: bool = True) -> ChildRun:
+    """Run ``argv`` and measure it (:class:`ChildRun`); ``sample``: sample its tree's memory."""
+    import subprocess
+
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    started = time.perf_counter()
+    child = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    sampler = TreeSampler(child.pid) if sample else None
+    if sampler is not None:
+        sampler.start()
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, _, usage = os.wait4(child.pid, 0)
+    child.returncode = 0
+    wall = time.perf_counter() - started
+    if sampler is not None:
+        sampler.stop()
+    return ChildRun(
+        wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+        sampler.peak_rss / 2**20 if sampler else 0.0, sampler.peak_pss / 2**20 if sampler else 0.0, output, load,
+    )
+
+
+class TreeSampler:
+    """Peak summed RSS and PSS of a process and its descendants, sampled every ``interval`` seconds."""
+
+    def __init__(self, pid: int, interval: float = 0.1) -> None:
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.interval = interval
+        self.peak_rss = self.peak_pss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.is_set():
+            try:
+                pids = [self.root.pid, *(p.pid for p in self.root.children(recursive=True))]
+            except psutil.Error:
+                pids = [self.root.pid]
+            rss = pss = 0
+            for pid in pids:
+                pss += MemorySampler._pss(pid)
+                try:
+                    with open(f"/proc/{pid}/statm", encoding="ascii") as statm:
+                        rss += int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                except (OSError, ValueError, IndexError):
+                    pass
+            self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+            self._stop.wait(self.interval)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 # -- generated histories -----------------------------------------------------------------------------
@@ -287,7 +419,9 @@ def _bare_json_load(path: Path) -> None:
             json.loads(line)
 
 
-def run_case(name: str, directory: Path, seed: int, workers: int | None) -> bool:
+def run_case(
+    name: str, directory: Path, seed: int, workers: int | None, porcupine: str | None = None, rounds: int = 3
+) -> bool:
     shape, extra = CASES[name]
     base = "1m" if name == "timeout5" else name
     path = directory / f"{base}-seed{seed}.jsonl"
@@ -295,6 +429,8 @@ def run_case(name: str, directory: Path, seed: int, workers: int | None) -> bool
         wall, _, info = _timed(lambda: generate(path, shape, seed))
         print(f"[{name}] generated {path}: {info['ops']:,} operations, {info['lines']:,} lines, "
               f"{info['bytes'] / 1e6:.0f} MB in {wall:.1f} s")
+    if porcupine is not None:
+        return side_by_side(name, path, extra, workers, porcupine, rounds)
     json_wall, json_cpu, _ = _timed(lambda: _bare_json_load(path))
     argv = ["check", str(path), "--model", "cas-register", "--json"]
     if workers is not None:
@@ -322,6 +458,56 @@ def run_case(name: str, directory: Path, seed: int, workers: int | None) -> bool
         print(f"[{name}]   {lin['summary'][:200]}")
     expected = EXPECTED.get(name)
     return expected is None or valid == expected
+
+
+def side_by_side(
+    name: str, path: Path, extra: str | None, workers: int | None, porcupine: str, rounds: int
+) -> bool:
+    """Case mode with ``--porcupine`` (module docstring): ours and Porcupine's command alternately."""
+    ours = [sys.executable, "-m", "checkers", "check", str(path), "--model", "cas-register"]
+    if workers is not None:
+        ours.append(f"--workers={workers}")
+    if extra:
+        ours.append(extra)
+    theirs = porcupine_argv(porcupine, path, "cas-register")
+    print(f"[{name}] ours: {shlex.join(ours)}")
+    print(f"[{name}] Porcupine: {shlex.join(theirs)}")
+    runs: dict[str, list[ChildRun]] = {"ours": [], "Porcupine": []}
+    verdicts: dict[str, list[Valid]] = {"ours": [], "Porcupine": []}
+    for round_ in range(rounds):
+        for who, argv in (("ours", ours), ("Porcupine", theirs)):
+            run = run_child(argv, cwd=ROOT)
+            runs[who].append(run)
+            verdict = porcupine_verdict(run.output) if who == "Porcupine" else _our_verdict(run.output)
+            verdicts[who].append(verdict)
+            print(
+                f"[{name}] round {round_ + 1} {who:9}: {run.cpu_s:6.2f} s cpu {run.wall_s:6.2f} s wall; peak RSS "
+                f"{run.max_rss_mib:5.0f} MiB largest process, {run.tree_rss_mib:5.0f} MiB summed, PSS "
+                f"{run.tree_pss_mib:5.0f} MiB; verdict {verdict}; load average before {run.load}"
+            )
+    print(f"[{name}] load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+
+    def median(who: str, field: str) -> float:
+        values = sorted(getattr(run, field) for run in runs[who])
+        return values[len(values) // 2]
+
+    for who in runs:
+        print(f"[{name}] median {who:9}: {median(who, 'cpu_s'):6.2f} s cpu {median(who, 'wall_s'):6.2f} s wall, "
+              f"peak summed RSS {median(who, 'tree_rss_mib'):5.0f} MiB, PSS {median(who, 'tree_pss_mib'):5.0f} MiB")
+    ratios = sorted(a.cpu_s / b.cpu_s for a, b in zip(runs["ours"], runs["Porcupine"], strict=True))
+    print(f"[{name}] ours/Porcupine CPU: median {median('ours', 'cpu_s') / median('Porcupine', 'cpu_s'):.2f}x, "
+          f"per round {', '.join(f'{r:.2f}' for r in ratios)}")
+    expected = EXPECTED.get(name)
+    return expected is None or all(v == expected for v in verdicts["ours"])
+
+
+def _our_verdict(output: str) -> Valid:
+    """The linearizability verdict in ``python -m checkers check``'s output."""
+    for line in output.splitlines():
+        if ": linearizable: " in line:
+            word = line.split(": linearizable: ", 1)[1].split(":", 1)[0]
+            return {"valid": True, "invalid": False}.get(word, UNKNOWN)
+    return UNKNOWN
 
 
 def _edn_value(value: Any) -> str:
@@ -415,6 +601,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, help="processes for the search (default: the cores)")
     parser.add_argument("--edn", action="store_true", help="EDN (both layouts) against JSONL, side by side")
     parser.add_argument("--edn-ops", type=int, default=100_000, help="operations of the EDN mode's history")
+    parser.add_argument(
+        "--porcupine", metavar="CMD",
+        help="a command that checks one history file and prints ok/illegal ({file}, {model}: module docstring); "
+             "measured side by side in this run",
+    )
     args = parser.parse_args(argv)
     if args.edn:
         args.dir.mkdir(parents=True, exist_ok=True)
@@ -422,16 +613,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.case:
         args.dir.mkdir(parents=True, exist_ok=True)
         names = list(CASES) if "all" in args.case else args.case
-        ok = [run_case(name, args.dir, args.seed, args.workers) for name in names]
+        ok = [
+            run_case(name, args.dir, args.seed, args.workers, args.porcupine, min(max(1, args.repeat), 5))
+            for name in names
+        ]
         return 0 if all(ok) else 1
     if not (args.corpus / "MANIFEST.json").is_file():
         print(f"no corpus at {args.corpus}: expected MANIFEST.json there (../shared beside the repository)")
         return 254
-    rows = measure(args.corpus, args.repeat)
-    report(rows, args.top)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    rows = measure(args.corpus, args.repeat, args.porcupine)
+    reference = "bare json.loads of the lines (cpu)" if args.porcupine is None else f"Porcupine: {args.porcupine} (cpu)"
+    report(rows, args.top, reference)
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     wrong = [r for r in rows if r.expected is not None and r.valid != r.expected]
     for r in wrong:
         print(f"WRONG VERDICT {r.name}: got {r.valid}, MANIFEST.json expects {r.expected}")
+    if args.porcupine is not None:
+        differs = [r for r in rows if r.reference_valid != r.expected]
+        for r in differs:
+            print(f"Porcupine's command: {r.name}: {r.reference_valid}, MANIFEST.json expects {r.expected}")
+        print(f"Porcupine's command agrees with MANIFEST.json on {len(rows) - len(differs)} of {len(rows)} files")
     return 1 if wrong else 0
 
 

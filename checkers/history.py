@@ -22,10 +22,12 @@ concurrent). Where ``time`` goes backwards (Jepsen's times come from several thr
 not refused: a warning names the first such line, and every operation's ``call``/``ret`` become the
 indexes of its invoke and completion, so every checker orders by the file, as Jepsen does.
 
-Loading streams: one line is decoded at a time (msgspec's JSON decoder), and with ``keep_events=False``
-only the paired operations are kept, which is what the checkers need (a few hundred bytes per
-operation, where the events and their decoded lines take several times that). A history with no client
-operation has nothing to judge: the checkers answer ``unknown`` for it (``checkers.registry``).
+Loading streams: one line is decoded at a time (msgspec's JSON decoder, into a typed struct where the
+line fits FORMATS.md's fields, else into a plain object), and with ``keep_events=False`` only the paired
+operations are kept, which is what the checkers need: column by column (:class:`OperationTable`: times and
+indexes in arrays, one string per distinct key and name), from which :class:`Operation` objects are built
+(a shard's, or all), or the light :class:`OperationRow` the linearizability search takes. A history with
+no client operation has nothing to judge: the checkers answer ``unknown`` for it (``checkers.registry``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import gc
 import os
 import time as _time
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -143,6 +146,69 @@ class Operation:
         if self.group is not None:
             out["group"] = self.group
         return out
+
+
+# Each field's slot, set directly: what :func:`new_operation` does in place of the dataclass's __init__.
+_SLOTS: dict[str, Any] = {name: Operation.__dict__[name].__set__ for name in Operation.__slots__}
+
+
+def new_operation(
+    id: int,
+    process: int | str,
+    f: str,
+    key: Any,
+    value: Any,
+    output: Any,
+    type: str,
+    call: int,
+    ret: int | None,
+    invoke_index: int,
+    complete_index: int | None,
+    node: str | None,
+    lsn: tuple[int, int] | None,
+    error: str | None,
+    extra: dict[str, Any] | None,
+    group: str | None,
+    *,
+    _new: Any = object.__new__,
+    _id: Any = _SLOTS['id'],
+    _process: Any = _SLOTS['process'],
+    _f: Any = _SLOTS['f'],
+    _key: Any = _SLOTS['key'],
+    _value: Any = _SLOTS['value'],
+    _output: Any = _SLOTS['output'],
+    _type: Any = _SLOTS['type'],
+    _call: Any = _SLOTS['call'],
+    _ret: Any = _SLOTS['ret'],
+    _invoke_index: Any = _SLOTS['invoke_index'],
+    _complete_index: Any = _SLOTS['complete_index'],
+    _node: Any = _SLOTS['node'],
+    _lsn: Any = _SLOTS['lsn'],
+    _error: Any = _SLOTS['error'],
+    _extra: Any = _SLOTS['extra'],
+    _group: Any = _SLOTS['group'],
+) -> Operation:
+    """``Operation(...)`` at about half the cost, for the millions a big history holds: the same class,
+    fields and object, each slot set directly where a frozen dataclass's ``__init__`` goes through
+    ``object.__setattr__`` (a test holds the two equal, every field included)."""
+    op = _new(Operation)
+    _id(op, id)
+    _process(op, process)
+    _f(op, f)
+    _key(op, key)
+    _value(op, value)
+    _output(op, output)
+    _type(op, type)
+    _call(op, call)
+    _ret(op, ret)
+    _invoke_index(op, invoke_index)
+    _complete_index(op, complete_index)
+    _node(op, node)
+    _lsn(op, lsn)
+    _error(op, error)
+    _extra(op, extra)
+    _group(op, group)
+    return op  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -272,7 +338,7 @@ def build_history(
     can use). ``deadline`` (on ``clock``) raises :class:`LoadTimeout` when passed while reading.
     """
     with no_cyclic_gc():
-        return _build(raws, source, keep_events, deadline, clock, decoded, shard)
+        return _build(raws, source, keep_events, deadline, clock, decoded).history(shard)
 
 
 @contextmanager
@@ -291,7 +357,187 @@ def no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-_Invoke = tuple  # (index, time, f, key, value, node, extra, line, id, process)
+_Invoke = tuple  # a nemesis invoke: (index, time, f, key, value, node, extra, line, id, process)
+
+
+_ABSENT: Any = msgspec.UNSET  # a field the line does not have
+
+
+class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """One history line as the fast path decodes it: only FORMATS.md's fields, the required ones with
+    their types checked by the decoder. A line this does not fit (another field, a wrong type, bad JSON)
+    is decoded again as a plain object, and the checks below give the reason or keep the extra fields."""
+
+    index: int
+    time: int
+    process: int | str
+    type: str
+    f: str
+    key: Any = _ABSENT
+    value: Any = _ABSENT
+    node: Any = _ABSENT
+    lsn: Any = _ABSENT
+    error: Any = _ABSENT
+    # (no ``group``: on an invoke it is an extra field, kept in Operation.extra, as a plain object says)
+
+
+_LINE_DECODER = msgspec.json.Decoder(_Line)
+_UNSET = -1  # a missing return time or completion index in an OperationTable column
+# Event types in OperationTable.type: 0 while the invoke is outstanding (no completion: an info op).
+_OUTSTANDING, _OK, _FAIL, _INFO = 0, 1, 2, 3
+_KIND_CODE = {"ok": _OK, "fail": _FAIL, "info": _INFO}
+_CODE_KIND = ("info", "ok", "fail", "info")
+
+
+class OperationTable:
+    """A whole history file validated and paired, its client operations kept column by column (times
+    and indexes in ``array``s, no object per operation): what :func:`load_operations` returns, and what
+    the linearizability workers share after a fork (``checkers.judge``) without copying, each building
+    :class:`Operation` objects only for its own keys (:meth:`operations`, :meth:`history`)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.process: list[int] = []
+        self.f: list[str] = []
+        self.key: list[Any] = []
+        self.value: list[Any] = []  # the invoke's
+        self.output: list[Any] = []  # an ok completion's value
+        self.type = bytearray()  # _OUTSTANDING, _OK, _FAIL, _INFO
+        self.call = array("q")
+        self.ret = array("q")  # the completion's time (_UNSET: none yet)
+        self.invoke_index = array("q")
+        self.complete_index = array("q")  # _UNSET: none
+        # By op id, only where one is set: (invoke's node, extra, completion's node, lsn, error, group).
+        self.rare: dict[int, list[Any]] = {}
+        self.events: list[Event] = []
+        self.nemesis: list[Operation] = []
+        self.warnings: list[str] = []
+        self.ordered = True
+        self.seen: set[str] = set()
+        self.statuses = 0  # status polls among the client operations
+        self.span: tuple[int, int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.f)
+
+    def operations(
+        self, shard: tuple[int, int] | None = None, *, statuses: bool = True, rows: bool = False
+    ) -> list[Operation]:
+        """The client operations in invoke order (ids kept); with ``shard=(i, n)`` only those whose key
+        is in shard ``i`` of ``n`` (:func:`key_shard`), and every status poll unless ``statuses`` is
+        false. ``rows``: as :class:`OperationRow` objects, a third of the cost (the search's own)."""
+        mine, parts = shard if shard is not None else (0, 1)
+        if parts == 1 and statuses:
+            return self._materialize(range(len(self)), rows)
+        shards: dict[Any, bool] = {}
+        chosen = []
+        keep_op = chosen.append
+        for i, (name, k) in enumerate(zip(self.f, self.key, strict=True)):
+            if name == STATUS_F:
+                if statuses:
+                    keep_op(i)
+                continue
+            if parts > 1:
+                hashable = k if k.__class__ is str else _hashable_key(k)
+                keep = shards.get(hashable)
+                if keep is None:
+                    keep = shards[hashable] = key_shard(k, parts) == mine
+                if not keep:
+                    continue
+            keep_op(i)
+        return self._materialize(chosen, rows)
+
+    def operation(self, i: int) -> Operation:
+        """Client operation ``i`` (its id)."""
+        return self._materialize((i,), False)[0]
+
+    def _materialize(self, chosen: Iterable[int], rows: bool) -> list[Operation]:
+        out: list[Any] = []
+        append = out.append
+        process, f, key, value, output, types = self.process, self.f, self.key, self.value, self.output, self.type
+        call, ret, invoke_index, complete_index, rare = (
+            self.call, self.ret, self.invoke_index, self.complete_index, self.rare,
+        )
+        ordered = self.ordered
+        kinds = _CODE_KIND
+        new = new_operation
+        row = OperationRow
+        for i in chosen:
+            code = types[i]
+            r = ret[i] if code == _OK or code == _FAIL else None
+            o = output[i] if code == _OK else None
+            extra = rare.get(i)
+            if extra is None:
+                i_node = node = lsn = error = op_extra = group = None
+            else:
+                i_node, op_extra, node, lsn, error, group = extra
+            done = complete_index[i]
+            if code == _OUTSTANDING:
+                done = None
+                node, error = i_node, _NO_COMPLETION
+            else:
+                node = node or i_node
+            c = call[i]
+            if not ordered:
+                c = invoke_index[i]
+                if r is not None:
+                    r = done
+            if rows:
+                append(row(i, key[i], f[i], kinds[code], value[i], o, c, r, error, lsn, op_extra, self))
+            else:
+                append(new(i, process[i], f[i], key[i], value[i], o, kinds[code], c, r, invoke_index[i], done, node,
+                           lsn, error, op_extra, group))
+        return out
+
+    def history(self, shard: tuple[int, int] | None = None, *, rows: bool = False) -> History:
+        """The :class:`History` of the whole file, or with ``shard`` of one shard's client operations
+        (and every status poll); ``rows``: its operations as :class:`OperationRow` objects."""
+        parts = shard[1] if shard is not None else 1
+        return History(
+            source=self.source,
+            events=tuple(self.events),
+            ops=tuple(self.operations(shard if parts > 1 else None, rows=rows)),
+            nemesis=tuple(self.nemesis if self.ordered else (_by_index(op) for op in self.nemesis)),
+            warnings=tuple(self.warnings),
+            shard=shard if parts > 1 else None,
+            seen=frozenset(self.seen),
+            file_ops=len(self) - self.statuses,
+            span=self.span,
+        )
+
+
+class OperationRow:
+    """A client operation of an :class:`OperationTable` as the linearizability search reads it: the
+    fields it reads (and the registry's choice of checkers: ``lsn``, ``extra``) set at once, a third of
+    an :class:`Operation`'s cost; any other attribute (its ``process``, ``to_json()``, ...) that of the
+    :class:`Operation` the table makes for it when asked. Not comparable nor hashable as an
+    ``Operation`` is: for the search's share of a history only (``checkers.judge``)."""
+
+    __slots__ = ("id", "key", "f", "type", "value", "output", "call", "ret", "error", "lsn", "extra", "table")
+
+    def __init__(
+        self, id: int, key: Any, f: str, type: str, value: Any, output: Any, call: int, ret: int | None,
+        error: str | None, lsn: tuple[int, int] | None, extra: dict[str, Any] | None, table: OperationTable,
+    ) -> None:
+        self.id = id
+        self.key = key
+        self.f = f
+        self.type = type
+        self.value = value
+        self.output = output
+        self.call = call
+        self.ret = ret
+        self.error = error
+        self.lsn = lsn  # (these two: what the registry asks of every operation to choose the checkers)
+        self.extra = extra
+        self.table = table
+
+    def __getattr__(self, name: str) -> Any:  # only for what is not set above
+        return getattr(self.table.operation(self.id), name)
+
+
+STATUS_F = "status"
+"""``f`` of the status polls the leader checker reads (``checkers.leader.STATUS``): every shard keeps them."""
 
 
 def _build(
@@ -301,42 +547,94 @@ def _build(
     deadline: float | None,
     clock: Callable[[], float],
     decoded: bool,
-    shard: tuple[int, int] | None = None,
-) -> History:
-    mine, parts = shard if shard is not None else (0, 1)
-    shards: dict[Any, int] = {}  # key -> its shard
-    outstanding: dict[int | str, _Invoke] = {}
+) -> OperationTable:
+    table = OperationTable(source)
+    outstanding: dict[int | str, Any] = {}  # process -> its outstanding op id (a client) or _Invoke (nemesis)
     crashed: dict[int | str, int] = {}  # process -> line of its info completion
-    client: list[Operation | _Invoke] = []  # by id: the operation, or its invoke while outstanding
     nemesis: list[Operation | _Invoke] = []
-    events: list[Event] = []
-    warnings: list[str] = []
+    events = table.events
+    warnings = table.warnings
+    seen = table.seen
     ordered = True
     last_time = first_time = -1
     number = 0
     names: dict[str, str] = {}
-    seen: set[str] = set()
     statuses = 0
     decode = _DECODER.decode
+    decode_line = _LINE_DECODER.decode
+    fast = not decoded and not keep_events
+    processes, fs, keys, values, outputs, types = (
+        table.process, table.f, table.key, table.value, table.output, table.type,
+    )
+    calls, rets, invoke_indexes, complete_indexes, rare = (
+        table.call, table.ret, table.invoke_index, table.complete_index, table.rare,
+    )
+    kind_code = _KIND_CODE
     for number, raw in enumerate(raws, start=1):
         if deadline is not None and not number % _DEADLINE_EVERY and clock() > deadline:
             raise LoadTimeout(source, number)
-        if not decoded:
+        line = None
+        if fast:
             try:
-                raw = decode(raw)
-            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-                raw = _decode(raw, source, number)  # raises, with the reason
-            if raw.__class__ is not dict:
-                raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")
-        try:
-            index = raw["index"]
-            time = raw["time"]
-            process = raw["process"]
-            kind = raw["type"]
-            f = raw["f"]
-        except KeyError:
-            missing = [name for name in REQUIRED_EVENT_FIELDS if name not in raw]
-            raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}") from None
+                line = decode_line(raw)
+            except Exception:  # noqa: BLE001 - decoded again below, as a plain object, to say why or keep its other fields
+                pass
+        if line is not None:
+            index = line.index
+            time = line.time
+            process = line.process
+            kind = line.type
+            f = line.f
+            key = line.key
+            value = line.value
+            node = line.node
+            lsn = line.lsn
+            error = line.error
+            group = extra = None
+            absent = _ABSENT
+            rest = False
+            if node is absent and lsn is absent and error is absent:
+                node = lsn = error = None
+            else:
+                # As a plain object says (below): more than the five required fields, key and value.
+                rest = (key is not absent) + (value is not absent) + (node is not absent) + (lsn is not absent) + (
+                    error is not absent
+                ) > 2
+                if rest:
+                    node = None if node is absent else node
+                    lsn = None if lsn is absent else lsn
+                    error = None if error is absent else error
+                else:
+                    node = lsn = error = None
+            key = None if key is absent else key
+            value = None if value is absent else value
+        else:
+            if not decoded:
+                try:
+                    raw = decode(raw)
+                except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                    raw = _decode(raw, source, number)  # raises, with the reason
+                if raw.__class__ is not dict:
+                    raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")
+            try:
+                index = raw["index"]
+                time = raw["time"]
+                process = raw["process"]
+                kind = raw["type"]
+                f = raw["f"]
+            except KeyError:
+                missing = [name for name in REQUIRED_EVENT_FIELDS if name not in raw]
+                raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}") from None
+            key = raw.get("key")
+            value = raw.get("value")
+            rest = len(raw) > 7  # more than the five required fields, key and value
+            node = lsn = error = group = extra = None
+            if rest:
+                node = raw.get("node")
+                lsn = raw.get("lsn")
+                error = raw.get("error")
+                group = raw.get("group")
+                extra = {k: v for k, v in raw.items() if k not in EVENT_FIELDS} or None
         if index != number - 1 or index.__class__ is not int:
             raise HistoryError(source, number, f"index is {index!r}, expected {number - 1} (file order)")
         if time.__class__ is not int or time < 0:
@@ -352,51 +650,57 @@ def _build(
         last_time = time
         if process.__class__ is not int and process != NEMESIS:
             raise HistoryError(source, number, f"process must be an integer or 'nemesis', not {process!r}")
-        kind = _TYPES.get(kind) if kind.__class__ is str else None
-        if kind is None:
-            raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {raw['type']!r}")
+        kind_name = _TYPES.get(kind) if kind.__class__ is str else None
+        if kind_name is None:
+            raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {kind!r}")
+        kind = kind_name
         if f.__class__ is not str or not f:
             raise HistoryError(source, number, f"f must be a non-empty string, not {f!r}")
-        key = raw.get("key")
         if kind == "invoke":
             # One object per distinct name and key: a million operations share a few strings.
             f = names.setdefault(f, f)
             if key.__class__ is str:
                 key = names.setdefault(key, key)
-        value = raw.get("value")
-        node = lsn = error = group = None
-        if len(raw) > 7:  # more than the five required fields, key and value
-            node = raw.get("node")
+        if rest:
             if node is not None and node.__class__ is not str:
                 raise HistoryError(source, number, f"node must be a string, not {node!r}")
-            lsn = raw.get("lsn")
             if lsn is not None:
                 lsn = _lsn(lsn, source, number)
                 seen.add("lsn")
-            error = raw.get("error")
             if error is not None and error.__class__ is not str:
                 error = msgspec.json.encode(error).decode()
-            group = raw.get("group")
             if group is not None and group.__class__ is not str:
                 raise HistoryError(source, number, f"group must be a string, not {group!r}")
         if keep_events:
             events.append(Event(index, time, process, kind, f, key, value, node, lsn, error, number, raw))
-        if process == NEMESIS and kind == "info":
-            # Jepsen's nemesis: an info event starts an operation unless it completes the outstanding one.
-            pending = outstanding.get(process)
-            if pending is None or pending[2] != f:
-                if pending is not None:
-                    _complete(nemesis, outstanding.pop(process), None, None, None, None, None)
-                kind = "invoke"
+        if process == NEMESIS:
+            if kind == "info":
+                # Jepsen's nemesis: an info event starts an operation unless it completes the outstanding one.
+                pending = outstanding.get(process)
+                if pending is None or pending[2] != f:
+                    if pending is not None:
+                        _complete(nemesis, outstanding.pop(process), None, None, None, None, None)
+                    kind = "invoke"
+            if kind == "invoke":
+                if process in outstanding:
+                    _invokes_again(source, number, process, outstanding[process][2], outstanding[process][7])
+                if extra is not None and extra.get("final") is True:
+                    seen.add("final")
+                if f == STATUS_F:
+                    statuses += 1
+                outstanding[process] = (index, time, f, key, value, node, extra, number, len(nemesis), process)
+                nemesis.append(outstanding[process])
+                continue
+            invoke = outstanding.pop(process, None)
+            if invoke is None:
+                raise HistoryError(source, number, f"{kind} completion for process {process!r} without an invoke")
+            _same_operation(source, number, f, key, invoke[2], invoke[3], invoke[7])
+            _complete(nemesis, invoke, kind, index, time, value, (node, lsn, error))
+            continue
         if kind == "invoke":
             if process in outstanding:
                 first = outstanding[process]
-                raise HistoryError(
-                    source,
-                    number,
-                    f"process {process!r} invokes again while its {first[2]} from line {first[7]} "
-                    "is still outstanding",
-                )
+                _invokes_again(source, number, process, fs[first], invoke_indexes[first] + 1)
             if process in crashed:
                 raise HistoryError(
                     source,
@@ -404,83 +708,79 @@ def _build(
                     f"process {process!r} invokes after its info completion on line {crashed[process]}; "
                     "after info a client must continue under a new process id",
                 )
-            extra = None
-            if len(raw) > 7:
-                extra = {k: v for k, v in raw.items() if k not in EVENT_FIELDS} or None
-                if extra is not None and extra.get("final") is True:
-                    seen.add("final")
-            if f == "status":
+            if extra is not None and extra.get("final") is True:
+                seen.add("final")
+            if f == STATUS_F:
                 statuses += 1
-            target = nemesis if process == NEMESIS else client
-            invoke = (index, time, f, key, value, node, extra, number, len(target), process)
-            keep = True
-            if parts > 1 and process != NEMESIS:
-                hashable = key if key.__class__ is str else _hashable_key(key)
-                part = shards.get(hashable)
-                if part is None:
-                    part = shards[hashable] = key_shard(key, parts)
-                keep = part == mine or f == "status"
-            if keep:
-                target.append(invoke)
-            else:  # another shard's: its slot keeps the ids in order, and the pairing is still checked
-                target.append(None)
-                invoke = (*invoke[:8], -1, process)
-            outstanding[process] = invoke
+            op_id = len(fs)
+            try:
+                calls.append(time)
+            except OverflowError:  # a time past 2^63 ns: the time columns become lists
+                calls = table.call = list(calls)  # type: ignore[assignment]
+                rets = table.ret = list(rets)  # type: ignore[assignment]
+                calls.append(time)
+            outstanding[process] = op_id
+            processes.append(process)
+            fs.append(f)
+            keys.append(key)
+            values.append(value)
+            outputs.append(None)
+            types.append(_OUTSTANDING)
+            rets.append(_UNSET)
+            invoke_indexes.append(index)
+            complete_indexes.append(_UNSET)
+            if node is not None or extra is not None:
+                rare[op_id] = [node, extra, None, None, None, None]
             continue
-        invoke = outstanding.pop(process, None)
-        if invoke is None:
+        op_id = outstanding.pop(process, None)
+        if op_id is None:
             raise HistoryError(source, number, f"{kind} completion for process {process!r} without an invoke")
-        if f != invoke[2]:
-            raise HistoryError(
-                source, number, f"completion f {f!r} does not match its invoke's {invoke[2]!r} (line {invoke[7]})"
-            )
-        if key != invoke[3]:
-            raise HistoryError(
-                source,
-                number,
-                f"completion key {key!r} does not match its invoke's {invoke[3]!r} (line {invoke[7]})",
-            )
-        if process == NEMESIS:
-            _complete(nemesis, invoke, kind, index, time, value, (node, lsn, error))
-            continue
-        i_index, i_time, _, _, i_value, i_node, extra, _, op_id, _ = invoke
-        if op_id < 0:  # another shard's
-            if kind == "info":
-                crashed[process] = number
-            continue
-        if kind == "ok":
-            if i_value is None and f not in READ_LIKE:
-                i_value = value  # some recorders put a write's value only on its completion
-            client[op_id] = Operation(
-                op_id, process, f, key, i_value, value, kind, i_time, time, i_index, index, node or i_node, lsn,
-                error, extra, group,
-            )
-            continue
-        if kind == "info":
+        if f != fs[op_id] or key != keys[op_id]:
+            _same_operation(source, number, f, key, fs[op_id], keys[op_id], invoke_indexes[op_id] + 1)
+        code = kind_code[kind]
+        types[op_id] = code
+        complete_indexes[op_id] = index
+        try:
+            rets[op_id] = time
+        except OverflowError:
+            calls = table.call = list(calls)  # type: ignore[assignment]
+            rets = table.ret = list(rets)  # type: ignore[assignment]
+            rets[op_id] = time
+        if code == _OK:
+            outputs[op_id] = value
+            if values[op_id] is None and f not in READ_LIKE:
+                values[op_id] = value  # some recorders put a write's value only on its completion
+        elif code == _INFO:
             crashed[process] = number
-        client[op_id] = Operation(
-            op_id, process, f, key, i_value, None, kind, i_time, time if kind == "fail" else None, i_index,
-            index, node or i_node, lsn, error, extra, group,
-        )
+        if rest:
+            more = rare.get(op_id)
+            if more is None:
+                more = rare[op_id] = [None, None, None, None, None, None]
+            more[2:] = (node, lsn, error, group)
     for invoke in outstanding.values():
-        if invoke[8] >= 0:
-            _complete(nemesis if invoke[9] == NEMESIS else client, invoke, None, None, None, None, None)
-    ops: tuple[Operation, ...] = tuple(client if parts == 1 else [op for op in client if op is not None])  # type: ignore[misc]
-    nemesis_ops: tuple[Operation, ...] = tuple(nemesis)  # type: ignore[arg-type]
-    if not ordered:
-        ops = tuple(_by_index(op) for op in ops)
-        nemesis_ops = tuple(_by_index(op) for op in nemesis_ops)
-    return History(
-        source=source,
-        events=tuple(events),
-        ops=ops,
-        nemesis=nemesis_ops,
-        warnings=tuple(warnings),
-        shard=shard if parts > 1 else None,
-        seen=frozenset(seen),
-        file_ops=len(client) - statuses,
-        span=(first_time, last_time) if number else None,
+        if invoke.__class__ is tuple:
+            _complete(nemesis, invoke, None, None, None, None, None)
+    table.nemesis = nemesis  # type: ignore[assignment]  # every invoke replaced by its operation now
+    table.ordered = ordered
+    table.statuses = statuses
+    table.span = (first_time, last_time) if number else None
+    return table
+
+
+def _invokes_again(source: str, number: int, process: int | str, f: str, line: int) -> None:
+    raise HistoryError(
+        source, number, f"process {process!r} invokes again while its {f} from line {line} is still outstanding"
     )
+
+
+def _same_operation(source: str, number: int, f: str, key: Any, invoke_f: str, invoke_key: Any, line: int) -> None:
+    """A completion repeats its invoke's ``f`` and ``key`` (FORMATS.md), else a ``HistoryError``."""
+    if f != invoke_f:
+        raise HistoryError(source, number, f"completion f {f!r} does not match its invoke's {invoke_f!r} (line {line})")
+    if key != invoke_key:
+        raise HistoryError(
+            source, number, f"completion key {key!r} does not match its invoke's {invoke_key!r} (line {line})"
+        )
 
 
 _NO_COMPLETION = "no completion: the history ended with this operation outstanding"
@@ -577,20 +877,35 @@ def load_history(
     ``keep_events=False`` is the low-memory form (operations only). ``deadline`` (on ``clock``) raises
     :class:`LoadTimeout` once passed.
     """
+    table = load_operations(
+        path, format=format, keep_events=keep_events, deadline=deadline, clock=clock, independent=independent
+    )
+    with no_cyclic_gc():
+        return table.history(shard)
+
+
+def load_operations(
+    path: str | os.PathLike[str],
+    *,
+    format: str = "auto",
+    keep_events: bool = False,
+    deadline: float | None = None,
+    clock: Callable[[], float] = _time.monotonic,
+    independent: str = "auto",
+) -> OperationTable:
+    """:func:`load_history`'s reading, validating and pairing, without building the operations: the
+    :class:`OperationTable` of the file, from which each process of a parallel check builds its share
+    (``table.history(shard)``)."""
     path = Path(path)
     kind = format_of(path, format)
-    if kind != "jsonl":
-        from checkers.jepsen import read_jepsen
+    with no_cyclic_gc():
+        if kind != "jsonl":
+            from checkers.jepsen import read_jepsen
 
-        raws = read_jepsen(path, kind, independent=independent, deadline=deadline, clock=clock)
-        return build_history(
-            raws, str(path), keep_events=keep_events, deadline=deadline, clock=clock, shard=shard
-        )
-    with open_history(path) as handle:
-        return build_history(
-            bounded_lines(handle, str(path)), str(path), keep_events=keep_events, deadline=deadline, clock=clock,
-            decoded=False, shard=shard,
-        )
+            raws = read_jepsen(path, kind, independent=independent, deadline=deadline, clock=clock)
+            return _build(raws, str(path), keep_events, deadline, clock, True)
+        with open_history(path) as handle:
+            return _build(bounded_lines(handle, str(path)), str(path), keep_events, deadline, clock, False)
 
 
 # The journal events the checkers read (FORMATS.md: `role` and `apply`; `start` resets a node's apply

@@ -40,9 +40,11 @@ from checkers.history import (
     HistoryError,
     LoadTimeout,
     Operation,
+    OperationTable,
     key_shard,
-    load_history,
     load_journals,
+    load_operations,
+    no_cyclic_gc,
 )
 from checkers.leader import STATUS
 from checkers.linearizability import ShardResult, check_shard, make_budget, merge
@@ -111,44 +113,42 @@ def judge_files(
     :class:`~checkers.history.HistoryError` for malformed input.
 
     With ``budgets.workers > 1`` and a history of at least :data:`PARALLEL_MIN_BYTES`, the
-    linearizability search is shared by that many processes: the workers are forked before this process
-    reads the file, each reads it too, keeping only the operations of its keys (``key_shard``), and
-    searches them while this process reads the whole history for the other checkers and searches its own
-    share. Nothing is copied between processes but the results.
+    linearizability search is shared by that many processes: this process reads, validates and pairs the
+    file once, into columns (``checkers.history.OperationTable``: no object per operation), then forks
+    the workers, which share those pages; each builds the operations of its own keys (``key_shard``) and
+    searches them, while this process builds its share (or the whole history, for the other checkers)
+    and searches it. Nothing is copied between processes but the results.
     """
     deadline = None if budgets.timeout_s is None else clock() + budgets.timeout_s
     path = Path(history_path)
     names = list(checkers) if checkers is not None else None
     wanted = LINEARIZABLE in names if names is not None else model in MODELS  # (registry: ``applies``)
     lin_model = get_model(model, initial=initial, semantics=semantics) if wanted else None
-    workers = _Workers.start(path, lin_model, budgets, deadline, clock, history_format, independent)
     journal_dir = _journal_dir(path, journals)
-    # With workers, this process reads only its own shard, unless another checker will need everything.
+    # With workers, this process keeps only its own shard, unless another checker will need everything.
     others = journal_dir is not None or (names is not None and any(n != LINEARIZABLE for n in names))
-    shard = (0, workers.parts) if workers is not None and not others else None
-
-    def read(shard: tuple[int, int] | None) -> History:
-        return load_history(
-            path,
-            format=history_format,
-            keep_events=False,
-            deadline=deadline,
-            clock=clock,
-            independent=independent,
-            shard=shard,
-        )
-
+    workers: _Workers | None = None
     try:
         try:
-            history = read(shard)
-            if shard is not None and names is None and _others_may_apply(history, model, final_after):
-                history = read(None)
+            table = load_operations(
+                path, format=history_format, deadline=deadline, clock=clock, independent=independent
+            )
         except LoadTimeout as exc:
             reason = (
                 f"cannot decide: the time budget of {budgets.timeout_s:g} s ran out while reading {exc.source} "
                 f"(at line {exc.line:,})"
             )
             return Judgement({name: Verdict(UNKNOWN, f"{name} {reason}") for name in names or [LINEARIZABLE]})
+        if _parallel(path, lin_model, budgets):
+            assert lin_model is not None
+            workers = _Workers.start(table, lin_model, budgets, deadline, clock)
+        shard = (0, workers.parts) if workers is not None and not others else None
+        with no_cyclic_gc():
+            # One shard, for the search (and to see whether another checker applies): light rows will do.
+            history = table.history(shard, rows=shard is not None)
+            if shard is not None and names is None and _others_may_apply(history, model, final_after):
+                history = table.history(None)
+        del table  # the workers have their own (forked) view of it
         loaded = load_journals(journal_dir, compact=True) if journal_dir is not None else None
         inp = CheckInput(
             history=history,
@@ -184,7 +184,7 @@ def judge_files(
                 verdicts[LINEARIZABLE] = run_checker(LINEARIZABLE, inp)
             else:
                 assert lin_model is not None
-                own = workers.own(history.ops)
+                own = workers.own(history.ops, history.shard == (0, workers.parts))
                 del history, inp
                 verdicts[LINEARIZABLE] = check_safe(LINEARIZABLE, workers.finish, own)
         return Judgement({name: verdicts[name] for name in selected if name in verdicts}, ops, warnings, skipped)
@@ -194,6 +194,16 @@ def judge_files(
 
 
 PARALLEL_MIN_BYTES = 20 * 2**20  # below this, starting workers costs more than it saves
+
+
+def _parallel(path: Path, model: Model | None, budgets: Budgets) -> bool:
+    """Whether the linearizability search is shared by worker processes (:func:`judge_files`)."""
+    if model is None or budgets.workers <= 1:
+        return False
+    try:
+        return path.stat().st_size >= PARALLEL_MIN_BYTES
+    except OSError:
+        return False
 
 
 def _others_may_apply(history: History, model: str, final_after: int | None) -> bool:
@@ -227,22 +237,9 @@ class _Workers:
 
     @classmethod
     def start(
-        cls,
-        path: Path,
-        model: Model | None,
-        budgets: Budgets,
-        deadline: float | None,
-        clock: Callable[[], float],
-        history_format: str,
-        independent: str,
-    ) -> _Workers | None:
-        if model is None or budgets.workers <= 1:
-            return None
-        try:
-            if path.stat().st_size < PARALLEL_MIN_BYTES:
-                return None
-        except OSError:
-            return None  # the loader will say what is wrong with the path
+        cls, table: OperationTable, model: Model, budgets: Budgets, deadline: float | None, clock: Callable[[], float]
+    ) -> _Workers:
+        """Fork ``budgets.workers - 1`` processes, each searching one shard of ``table``'s keys."""
         workers = cls(model, budgets, deadline, clock)
         for part in range(1, workers.parts):
             read_fd, write_fd = os.pipe()
@@ -251,7 +248,7 @@ class _Workers:
                 status = 0
                 try:
                     os.close(read_fd)
-                    result = workers._search_shard(path, part, history_format, independent)
+                    result = workers._search_shard(table, part)
                     with os.fdopen(write_fd, "wb") as out:
                         out.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
                 except BaseException:  # noqa: BLE001 - a child must leave through os._exit
@@ -262,8 +259,11 @@ class _Workers:
             workers.children.append(_Child(pid, read_fd))
         return workers
 
-    def own(self, ops: Sequence[Operation]) -> list[Operation]:
-        """The operations of this process's shard (shard 0), status polls aside."""
+    def own(self, ops: Sequence[Operation], sharded: bool = False) -> list[Operation]:
+        """The operations of this process's shard (shard 0), status polls aside; ``sharded``: ``ops`` are
+        that shard's already (and every status poll)."""
+        if sharded:
+            return [op for op in ops if op.f != STATUS]
         shards: dict[Any, bool] = {}
         mine = []
         for op in ops:
@@ -277,24 +277,10 @@ class _Workers:
                 mine.append(op)
         return mine
 
-    def _search_shard(self, path: Path, part: int, history_format: str, independent: str) -> ShardResult:
+    def _search_shard(self, table: OperationTable, part: int) -> ShardResult:
         try:
-            history = load_history(
-                path,
-                format=history_format,
-                keep_events=False,
-                deadline=self.deadline,
-                clock=self.clock,
-                independent=independent,
-                shard=(part, self.parts),
-            )
-        except LoadTimeout as exc:
-            return ShardResult(error=f"the time budget ran out while reading {exc.source} (at line {exc.line:,})")
-        except HistoryError as exc:
-            return ShardResult(error=str(exc))  # this process reports the same error itself
-        ops = [op for op in history.ops if op.f != STATUS]
-        del history
-        try:
+            with no_cyclic_gc():
+                ops = table.operations((part, self.parts), statuses=False, rows=True)
             return check_shard(ops, self.model, self.budget, deadline=self.deadline, clock=self.clock)
         except Exception as exc:  # noqa: BLE001 - sent to the parent, which reports it
             return ShardResult(error=f"{type(exc).__name__}: {exc}")

@@ -35,6 +35,13 @@ Refinements, each exact (they never change a verdict):
   accepts it, with no alternative tried: moving such an operation earlier keeps any linearization valid.
 * **Models see the whole sub-history** (``prepare_group``) and may refuse steps that could only fail
   later; the queue model does (``checkers.models.QueueModel``).
+* **Refutation by real time, only where needed.** A model may refute an object by real time alone
+  (``refute``: the register models' stale-read rule), which decides at once what the search could need
+  exponential time to exhaust. It only ever proves a violation, so each object's search is first tried
+  for a few slices (four steps per operation): one that finds a linearization there needs no refutation
+  (a big valid history's keys, each saving a pass as long as the search); otherwise the trial is
+  dropped, and the refutation and the search run as if it had not. (With a memory budget, an object
+  decided in its trial is never given up, where searched together with the others it could have been.)
 
 Budgets: a deadline (``timeout_s``, on a clock passed in) and a bound on memo entries (``max_states``,
 summed over the objects being searched) end the search with ``unknown`` and the longest partial
@@ -97,87 +104,25 @@ def _search(ops: Sequence[Operation], transitions: Sequence[Transition], init: H
     Throwing ``_GiveUp(reason)`` in ends it with ``unknown`` and its longest partial linearization.
     """
     n = len(ops)
-    rets = [op.ret if op.ret is not None else t.deadline for op, t in zip(ops, transitions, strict=True)]
-    last_return = max([r for r in rets if r is not None], default=None)
-    # Events: (time, kind, op); kind 0 = call, 1 = return. Info ops have no return entry.
-    events: list[tuple[int, int, int]] = []
+    if len(transitions) != n:
+        raise ValueError(f"{n} operations but {len(transitions)} transitions")
+    rets = [op.ret for op in ops]
+    info = [r is None for r in rets]
+    if True in info:  # an info op the model gave a deadline has that as its return
+        rets = [r if r is not None else t.deadline for r, t in zip(rets, transitions, strict=True)]
+        info = [r is None for r in rets]
     pure = [t.pure for t in transitions]
-    for i, op in enumerate(ops):
-        ret = rets[i]
-        if ret is None and (pure[i] or last_return is None or op.call > last_return):
-            # "never" is always possible for an info op invoked after the last completion, and it is as
-            # good as any other point for one that cannot change the state.
-            continue
-        events.append((op.call, 0, i))
-        if ret is not None:
-            events.append((ret, 1, i))
-    events.sort()
-    m = len(events)
     apply = [t.apply for t in transitions]
     arg = [t.arg for t in transitions]
-    info = [r is None for r in rets]
     needs = [t.needs for t in transitions]
-    salt = random.Random(_ZOBRIST_SEED)
-    zobrist = [salt.getrandbits(128) for _ in range(n)]
-
-    # Entries 1..m are numbered in time order and sit in doubly linked lists: the calls of pure ops, of
-    # the other ok/fail ops, of info ops, and the returns. The ops that may be linearized next are the
-    # calls numbered below the first listed return. Every head is numbered below every tail and every
-    # tail above every entry, the return tail lowest of them.
+    calls = [op.call for op in ops]
+    zobrist = _zobrist_keys(n)
+    m, nxt, prv, opi, return_of, call_entry, twin_after, needed, open_ended = _entries(
+        calls, rets, info, pure, apply, arg, needs
+    )
+    # (the entries' lists: heads m + 1 .. m + 4, tails m + 5 .. m + 8, as _entries says)
     pure_head, call_head, info_head, return_head = m + 1, m + 2, m + 3, m + 4
-    return_tail, pure_tail, call_tail, info_tail = m + 5, m + 6, m + 7, m + 8
-    size = m + 9
-    nxt = [0] * size
-    prv = [0] * size
-    opi = [0] * size
-    return_of = [0] * size  # call entry -> its return entry; 0 for an info op
-    call_entry = [0] * n
-    # Identical info ops are interchangeable, so of those not yet linearized only the earliest invoked
-    # may take effect next: the info list holds just that one of each kind, and twin_after[i] is the
-    # one that takes i's place when i is linearized (or -1).
-    twin_after = [-1] * n
-    latest_twin: dict[tuple[Any, Any], int] = {}
-    last = {pure_head: pure_head, call_head: call_head, info_head: info_head, return_head: return_head}
-    for e, (_, kind, i) in enumerate(events, start=1):
-        opi[e] = i
-        if kind == 1:
-            return_of[call_entry[i]] = e
-            head = return_head
-        else:
-            call_entry[i] = e
-            if pure[i]:
-                head = pure_head
-            elif not info[i]:
-                head = call_head
-            else:
-                signature = (apply[i], arg[i])
-                earlier = latest_twin.get(signature)
-                latest_twin[signature] = i
-                if earlier is not None:
-                    twin_after[earlier] = i
-                    continue  # listed when its earlier twin is linearized
-                head = info_head
-        nxt[last[head]] = e
-        prv[e] = last[head]
-        last[head] = e
-    for head, tail in (
-        (pure_head, pure_tail),
-        (call_head, call_tail),
-        (info_head, info_tail),
-        (return_head, return_tail),
-    ):
-        nxt[last[head]] = tail
-        prv[tail] = last[head]
-    # How many unlinearized pure ops need each state, and how many accept more than one state: a state
-    # no unlinearized pure op can accept needs no closure pass.
-    needed: dict[Any, int] = {}
-    open_ended = 0
-    for _, kind, i in events:
-        if kind == 0 and pure[i]:
-            if needs[i] is ANY_STATE:
-                open_ended += 1
-            else:
-                needed[needs[i]] = needed.get(needs[i], 0) + 1
+    pure_tail = m + 6
     remaining = n - info.count(True)
     if remaining == 0:
         return _Outcome(True)
@@ -344,6 +289,118 @@ def _search(ops: Sequence[Operation], transitions: Sequence[Transition], init: H
         scanning_info = info[i]
         e = nxt[e]
         first_return = nxt[return_head]
+
+
+_Entries = tuple[int, list[int], list[int], list[int], list[int], list[int], list[int], dict[Any, int], int]
+
+
+def _entries(
+    calls: list[int],
+    rets: list[int | None],
+    info: list[bool],
+    pure: list[bool],
+    apply: list[Any],
+    arg: list[Any],
+    needs: list[Any],
+) -> _Entries:
+    """The search's entries (:func:`_search`): their number ``m``; the links ``nxt`` and ``prv``, the op
+    of each entry, each call entry's return entry, each op's call entry, each info op's next twin; how
+    many pure ops need each state, and how many accept any."""
+    n = len(calls)
+    # Events in time order, each one int: (time * 2 + kind) * n + op, kind 0 = call, 1 = return (at
+    # equal times calls first). Info ops have no return entry.
+    if True in info:
+        last_return = max([r for r in rets if r is not None], default=None)
+        # "never" is always possible for an info op invoked after the last completion, and it is as good
+        # as any other point for one that cannot change the state.
+        events = [
+            c * 2 * n + i
+            for i, c in enumerate(calls)
+            if not info[i] or not (pure[i] or last_return is None or c > last_return)
+        ]
+        events += [(r * 2 + 1) * n + i for i, r in enumerate(rets) if r is not None]
+    else:
+        events = [c * 2 * n + i for i, c in enumerate(calls)]
+        events += [(r * 2 + 1) * n + i for i, r in enumerate(rets)]
+    events.sort()
+    m = len(events)
+
+    # Entries 1..m are numbered in time order and sit in doubly linked lists: the calls of pure ops, of
+    # the other ok/fail ops, of info ops, and the returns. The ops that may be linearized next are the
+    # calls numbered below the first listed return. Every head is numbered below every tail and every
+    # tail above every entry, the return tail lowest of them.
+    pure_head, call_head, info_head, return_head = m + 1, m + 2, m + 3, m + 4
+    return_tail, pure_tail, call_tail, info_tail = m + 5, m + 6, m + 7, m + 8
+    size = m + 9
+    nxt = [0] * size
+    prv = [0] * size
+    opi = [0] * size
+    return_of = [0] * size  # call entry -> its return entry; 0 for an info op
+    call_entry = [0] * n
+    # Identical info ops are interchangeable, so of those not yet linearized only the earliest invoked
+    # may take effect next: the info list holds just that one of each kind, and twin_after[i] is the
+    # one that takes i's place when i is linearized (or -1).
+    twin_after = [-1] * n
+    latest_twin: dict[tuple[Any, Any], int] = {}
+    # How many unlinearized pure ops need each state, and how many accept more than one state: a state
+    # no unlinearized pure op can accept needs no closure pass.
+    needed: dict[Any, int] = {}
+    open_ended = 0
+    last_pure, last_call, last_info, last_return_entry = pure_head, call_head, info_head, return_head
+    for e, code in enumerate(events, start=1):
+        q, i = divmod(code, n)
+        opi[e] = i
+        if q & 1:
+            return_of[call_entry[i]] = e
+            nxt[last_return_entry] = e
+            prv[e] = last_return_entry
+            last_return_entry = e
+            continue
+        call_entry[i] = e
+        if pure[i]:
+            want = needs[i]
+            if want is ANY_STATE:
+                open_ended += 1
+            else:
+                needed[want] = needed.get(want, 0) + 1
+            nxt[last_pure] = e
+            prv[e] = last_pure
+            last_pure = e
+        elif not info[i]:
+            nxt[last_call] = e
+            prv[e] = last_call
+            last_call = e
+        else:
+            signature = (apply[i], arg[i])
+            earlier = latest_twin.get(signature)
+            latest_twin[signature] = i
+            if earlier is not None:
+                twin_after[earlier] = i
+                continue  # listed when its earlier twin is linearized
+            nxt[last_info] = e
+            prv[e] = last_info
+            last_info = e
+    for last, tail in (
+        (last_pure, pure_tail),
+        (last_call, call_tail),
+        (last_info, info_tail),
+        (last_return_entry, return_tail),
+    ):
+        nxt[last] = tail
+        prv[tail] = last
+    return m, nxt, prv, opi, return_of, call_entry, twin_after, needed, open_ended
+
+
+_ZOBRIST: list[int] = []
+
+
+def _zobrist_keys(n: int) -> list[int]:
+    """At least ``n`` random 128-bit keys, op ``i`` of every object getting the ``i``-th: always the same
+    ones (a fixed seed), made once per process and shared by the objects' searches."""
+    if len(_ZOBRIST) < n:
+        salt = random.Random(_ZOBRIST_SEED)
+        _ZOBRIST[:] = [salt.getrandbits(128) for _ in range(max(n, 2 * len(_ZOBRIST), 1024))]
+    return _ZOBRIST
 
 
 def _linearization(stack: Any, final: Any, opi: list[int]) -> list[tuple[int, Any]]:
@@ -545,7 +602,7 @@ def _objects(
             unprepared.append((key, len(group)))
             continue
         transitions = model.prepare_group(group)
-        if any(t is None for t in transitions):
+        if None in transitions:
             kept = [(op, t) for op, t in zip(group, transitions, strict=True) if t is not None]
             group = [op for op, _ in kept]
             transitions = [t for _, t in kept]
@@ -553,11 +610,39 @@ def _objects(
         if model.nondeterministic:
             transitions = [_powerset(t) for t in transitions]
             init = frozenset({init})
+        search = _search(group, transitions, init)  # type: ignore[arg-type]
         refute = getattr(model, "refute", None)
-        refuted = refute(group, transitions) if refute is not None else None
-        search = _refuted(refuted) if refuted is not None else _search(group, transitions, init)  # type: ignore[arg-type]
+        if refute is not None:
+            # A refutation only ever proves a violation, so an object whose search quickly finds a
+            # linearization (most of a valid history's) needs none: the same search, then, as after a
+            # refutation that found nothing. Otherwise the trial is dropped and the refutation decides
+            # whether to search from the start, as if the trial had never run.
+            outcome = _trial(search, max(2, 4 * len(group) // SLICE))
+            if outcome is not None and outcome.valid is True:
+                search = _finished(outcome)
+            else:
+                search.close()
+                refuted = refute(group, transitions)
+                search = _refuted(refuted) if refuted is not None else _search(group, transitions, init)  # type: ignore[arg-type]
         objects.append(_Object(key, group, transitions, search, position=len(objects)))  # type: ignore[arg-type]
     return objects, unprepared
+
+
+def _trial(search: _Search, slices: int) -> _Outcome | None:
+    """Run ``search`` for at most ``slices`` slices (:data:`SLICE` steps each): its outcome, or None
+    if it had not ended by then."""
+    try:
+        for _ in range(slices):
+            next(search)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    return None
+
+
+def _finished(outcome: _Outcome) -> _Search:
+    """The "search" of an object whose search already ended (:func:`_trial`)."""
+    return outcome
+    yield  # a generator, like _search  # pragma: no cover
 
 
 def _refuted(refutation: tuple[int, list[tuple[int, Any]]]) -> _Search:

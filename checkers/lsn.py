@@ -48,10 +48,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
-import numpy as np
+
+if TYPE_CHECKING:  # numpy is imported where it is used: a third of the checkers' start-up otherwise
+    import numpy as np
 
 from checkers.history import NEMESIS, History, JournalEvent, Operation, seconds
 from checkers.verdict import UNKNOWN, Verdict
@@ -216,6 +218,7 @@ class _Columns:
         self.lsn, self.call, self.ret = lsn, call, ret
 
     def __add__(self, other: _Columns) -> _Columns:
+        import numpy as np
         return _Columns(
             self.ops + other.ops,
             np.concatenate([self.lsn, other.lsn]),
@@ -226,6 +229,7 @@ class _Columns:
 
 def _columns(writes: _Gathered, reads: _Gathered) -> tuple[_Columns, _Columns]:
     """Columns of the writes and of the reads, ranked together."""
+    import numpy as np
     nw, n = len(writes), len(writes) + len(reads)
     times = np.array(writes.calls + reads.calls + writes.rets + reads.rets, dtype=np.int64)
     _, times = np.unique(times, return_inverse=True)
@@ -238,6 +242,7 @@ def _columns(writes: _Gathered, reads: _Gathered) -> tuple[_Columns, _Columns]:
 
 def _lsn_ranks(lsns: list[tuple[int, int]]) -> np.ndarray:
     """Dense ranks of LSNs in (term, seq) order."""
+    import numpy as np
     n = len(lsns)
     try:
         pairs = np.fromiter(itertools.chain.from_iterable(lsns), dtype=np.int64, count=2 * n)
@@ -272,6 +277,7 @@ def _sweep(
     operation's prefix (its group's predecessors completed before its invoke) is a binary search, and
     the comparison with its own LSN is one vector operation. Python code runs only for violations.
     """
+    import numpy as np
     if not len(pred.ops) or not len(checked.ops):
         return
     times = int(max(pred.ret.max(), checked.call.max())) + 2
@@ -296,6 +302,7 @@ def _sweep(
 def _groups(keys: list[Any], numbers: dict[Any, int]) -> np.ndarray:
     """Each key as a group number, new keys numbered in order of appearance (a list or object key by its
     ``repr``)."""
+    import numpy as np
     try:
         new = dict.fromkeys(keys)
     except TypeError:  # an unhashable key
@@ -339,6 +346,7 @@ def _check_history(
     One pass over the history does every per-operation step (a big history's operations are spread over
     memory, so each pass costs about as much as its work): it finds the retries, checks duplicate-lsn
     and reply-vs-log, and gathers the reads' and writes' columns for the real-time rules."""
+    import numpy as np
     writes, reads = _Gathered(), _Gathered()
     reacks: set[int] = set()
     entries: set[Any] = set()  # (f, key, value) of every non-failed write so far: what a retry repeats

@@ -242,8 +242,17 @@ class KeyedModel:
 
     def partition(self, ops: Iterable[Operation]) -> dict[Hashable, list[Operation]]:
         groups: dict[Hashable, list[Operation]] = {}
+        get = groups.get
+        scalars = _SCALARS
         for op in ops:
-            groups.setdefault(freeze(op.key), []).append(op)
+            key = op.key
+            if key.__class__ not in scalars:
+                key = freeze(key)
+            group = get(key)
+            if group is None:
+                groups[key] = [op]
+            else:
+                group.append(op)
         return groups
 
     def prepare(self, op: Operation) -> Transition | None:
@@ -343,11 +352,51 @@ class RegisterModel(KeyedModel):
         reads: dict[Any, Transition] = {}
         functions = self.functions
         out: list[Transition | None] = []
+        append = out.append
         knossos = self.knossos
+        info = False
+        scalars = _SCALARS
         for op in ops:
-            if op.f not in functions:
+            f = op.f
+            if f not in functions:
                 raise self._unknown(op)
-            out.append(None if knossos and _knossos_ignores(op) else _register_transition(self, op, None, reads))
+            kind = op.type
+            if knossos and _knossos_ignores(op):
+                append(None)
+                continue
+            if kind == "info":
+                info = True
+            if f == "read":  # _register_transition's first two cases, inline: most of a history
+                if kind != "ok":
+                    append(None)
+                    continue
+                output = op.output
+                if output.__class__ not in scalars:
+                    output = freeze(output)
+                shared = reads.get(output)
+                if shared is None:
+                    shared = reads[output] = Transition(_read, output, pure=True, needs=output)
+                append(shared)
+            elif f == "write":
+                if kind == "fail":
+                    append(None)
+                    continue
+                value = op.value
+                append(Transition(_write, value if value.__class__ in scalars else freeze(value)))
+            elif f == "cas" and kind == "ok":
+                value = op.value
+                if value.__class__ is list and len(value) == 2:  # (else _cas_argument says what is wrong)
+                    expected, new = value
+                    append(Transition(_cas, (
+                        expected if expected.__class__ in scalars else freeze(expected),
+                        new if new.__class__ in scalars else freeze(new),
+                    )))
+                else:
+                    append(_register_transition(self, op, None, reads))
+            else:
+                append(_register_transition(self, op, None, reads))
+        if not info:  # _observed_info and _unseen change only info operations
+            return out
         return _unseen(ops, _observed_info(ops, out, self.initial), self.initial)
 
 
@@ -388,8 +437,12 @@ def _refute_registers(
     calls = [o[0] for o in overwrites]
     # suffix[j]: the overwrite that ends first among those invoked at calls[j] or later
     suffix: list[tuple[int, int, int, Any]] = [overwrites[-1]] * len(overwrites)
+    earliest = overwrites[-1]
     for j in range(len(overwrites) - 2, -1, -1):
-        suffix[j] = min(overwrites[j], suffix[j + 1], key=lambda o: o[1])
+        o = overwrites[j]
+        if o[1] <= earliest[1]:  # (as min() does: the first of equals)
+            earliest = o
+        suffix[j] = earliest
     for r, (op, t) in enumerate(zip(ops, transitions, strict=True)):
         if t.apply is not _read or op.ret is None:
             continue

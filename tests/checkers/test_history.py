@@ -376,3 +376,85 @@ def test_bounded_lines_gives_the_lines_or_refuses_the_first_too_long(
                 list(source.bounded_lines(io.BytesIO(data), "h", limit))
     finally:
         source.LINE_PIECE = original
+
+
+# -- the fast path and the columns (issue 29) -----------------------------------------------------------
+
+_FIELD_VALUES = st.sampled_from([None, 0, 1, 2**70, -1, 1.5, True, "", "n1", "nemesis", [1, 2], [None, 3], {"x": 1}])
+
+
+@st.composite
+def _lines(draw: st.DrawFn) -> list[str]:
+    """Short histories, mostly well formed, with FORMATS.md's optional fields (present, null or absent),
+    fields of other names, and now and then a field of the wrong type or a missing one."""
+    lines = []
+    outstanding: dict[int | str, tuple[str, object]] = {}
+    for index in range(draw(st.integers(1, 8))):
+        process = draw(st.sampled_from([0, 1, "nemesis"]))
+        if process in outstanding and draw(st.booleans()):
+            f, key = outstanding.pop(process)
+            kind = draw(st.sampled_from(["ok", "fail", "info"]))
+        else:
+            f, key = draw(st.sampled_from(["read", "write", "cas", "status", "kill"])), draw(st.sampled_from(["k", None, [1]]))
+            kind = "invoke"
+            outstanding[process] = (f, key)
+        event: dict[str, object] = {"index": index, "time": index * 3, "process": process, "type": kind, "f": f}
+        for name in ("key", "value"):
+            if draw(st.integers(0, 9)):
+                event[name] = key if name == "key" else draw(_FIELD_VALUES)
+        for name in ("node", "lsn", "error", "group", "final", "guid"):
+            if not draw(st.integers(0, 4)):
+                event[name] = draw(_FIELD_VALUES)
+        if not draw(st.integers(0, 19)):
+            event[draw(st.sampled_from(["index", "time", "process", "type", "f"]))] = draw(_FIELD_VALUES)
+        lines.append(json.dumps(event))
+    return lines
+
+
+def _outcome(lines: list[str], keep_events: bool) -> object:
+    try:
+        history = parse_history(lines, "h.jsonl", keep_events=keep_events)
+    except HistoryError as exc:
+        return str(exc)
+    return (
+        [(op.to_json(), op.extra) for op in history.ops],
+        [(op.to_json(), op.extra) for op in history.nemesis],
+        history.warnings, history.seen, history.file_ops, history.span,
+    )
+
+
+@given(_lines())
+def test_the_fast_path_reads_every_line_as_a_plain_object_does(lines: list[str]) -> None:
+    # keep_events=True decodes every line as a plain object; False takes the typed fast path (and falls
+    # back to the plain object for a line it does not fit): the same operations, or the same error.
+    assert _outcome(lines, keep_events=False) == _outcome(lines, keep_events=True)
+
+
+def test_new_operation_is_the_operation_every_field_included() -> None:
+    from dataclasses import fields
+
+    from checkers.history import Operation, new_operation
+
+    values = (7, 3, "cas", "k", [1, 2], None, "fail", 10, 20, 4, 9, "n1", (1, 5), "cas-mismatch", {"final": True}, "g")
+    made, built = new_operation(*values), Operation(*values)
+    assert type(made) is Operation and made == built
+    assert [getattr(made, f.name) for f in fields(Operation)] == list(values)
+
+
+def test_operation_rows_read_as_the_operations(tmp_path: Path) -> None:
+    from dataclasses import fields
+
+    from checkers.history import Operation, load_operations
+
+    builder = HistoryBuilder()
+    builder.op(0, "write", "a", 1, node="n1", lsn=(1, 1))
+    builder.op(1, "read", "b", output=None)
+    builder.op(2, "cas", "a", [1, 2], type="info", error="timeout")
+    builder.invoke(3, "write", "b", 5)  # never completed
+    table = load_operations(builder.write(tmp_path / "history.jsonl"))
+    for shard in (None, (0, 2), (1, 2)):
+        ops, rows = table.operations(shard), table.operations(shard, rows=True)
+        assert [op.id for op in ops] == [row.id for row in rows]
+        for op, row in zip(ops, rows, strict=True):
+            assert [getattr(row, f.name) for f in fields(Operation)] == [getattr(op, f.name) for f in fields(Operation)]
+            assert row.to_json() == op.to_json()
