@@ -506,34 +506,39 @@ class OperationTable:
         )
 
 
-class OperationRow:
+class OperationRow(msgspec.Struct, eq=False, gc=False):
     """A client operation of an :class:`OperationTable` as the linearizability search reads it: the
-    fields it reads (and the registry's choice of checkers: ``lsn``, ``extra``) set at once, a third of
-    an :class:`Operation`'s cost; any other attribute (its ``process``, ``to_json()``, ...) that of the
-    :class:`Operation` the table makes for it when asked. Not comparable nor hashable as an
-    ``Operation`` is: for the search's share of a history only (``checkers.judge``)."""
+    fields it reads (and the registry's choice of checkers: ``lsn``, ``extra``) set at once, in C (a
+    struct outside the cyclic collector), a sixth of an :class:`Operation`'s cost; any other attribute
+    (its ``process``, ``to_json()``, ...) that of the :class:`Operation` the table makes for it when
+    asked. Compared and hashed by identity, not by value as an ``Operation`` is: for the search's share of a
+    history only (``checkers.judge``)."""
 
-    __slots__ = ("id", "key", "f", "type", "value", "output", "call", "ret", "error", "lsn", "extra", "table")
+    id: int
+    key: Any
+    f: str
+    type: str
+    value: Any
+    output: Any
+    call: int
+    ret: int | None
+    error: str | None
+    lsn: tuple[int, int] | None  # (these two: what the registry asks of every operation to choose the checkers)
+    extra: dict[str, Any] | None
+    table: OperationTable
 
-    def __init__(
-        self, id: int, key: Any, f: str, type: str, value: Any, output: Any, call: int, ret: int | None,
-        error: str | None, lsn: tuple[int, int] | None, extra: dict[str, Any] | None, table: OperationTable,
-    ) -> None:
-        self.id = id
-        self.key = key
-        self.f = f
-        self.type = type
-        self.value = value
-        self.output = output
-        self.call = call
-        self.ret = ret
-        self.error = error
-        self.lsn = lsn  # (these two: what the registry asks of every operation to choose the checkers)
-        self.extra = extra
-        self.table = table
 
-    def __getattr__(self, name: str) -> Any:  # only for what is not set above
-        return getattr(self.table.operation(self.id), name)
+def _from_operation(name: str) -> property:
+    return property(lambda row: getattr(row.table.operation(row.id), name), doc=f"The operation's ``{name}``.")
+
+
+# Every other attribute of an Operation (its fields, ``ok``, ``to_json``, ...) is the operation's, made when
+# asked. A property each, not a ``__getattr__``: with that, every attribute read of a row, its own slots
+# included, went through the slower lookup (three times the cost of a slot read).
+for _name in dir(Operation):
+    if not _name.startswith("_") and _name not in OperationRow.__struct_fields__:
+        setattr(OperationRow, _name, _from_operation(_name))
+del _name
 
 
 STATUS_F = "status"
@@ -579,6 +584,66 @@ def _build(
                 line = decode_line(raw)
             except Exception:  # noqa: BLE001 - decoded again below, as a plain object, to say why or keep its other fields
                 pass
+            # The line of nearly every big history, a client's with only the required fields, key and
+            # value, in file order and time order: taken here with the checks it needs and no others. Any
+            # other line, or one these checks refuse, goes on to the general path below, which decides
+            # it as if this block were not there (nothing here is changed before every check passed).
+            if (
+                line is not None
+                and (process := line.process).__class__ is int
+                and line.index == number - 1
+                and 0 <= last_time <= (time := line.time)
+                and line.node is _ABSENT
+                and line.lsn is _ABSENT
+                and line.error is _ABSENT
+            ):
+                kind = line.type
+                f = line.f
+                key = line.key
+                if key is _ABSENT:
+                    key = None
+                if kind == "invoke":
+                    if f and f != STATUS_F and process not in outstanding and process not in crashed:
+                        try:
+                            calls.append(time)
+                        except OverflowError:  # (the general path turns the time columns into lists)
+                            pass
+                        else:
+                            value = line.value
+                            outstanding[process] = len(fs)
+                            processes.append(process)
+                            fs.append(names.setdefault(f, f))
+                            keys.append(names.setdefault(key, key) if key.__class__ is str else key)
+                            values.append(None if value is _ABSENT else value)
+                            outputs.append(None)
+                            types.append(_OUTSTANDING)
+                            rets.append(_UNSET)
+                            invoke_indexes.append(number - 1)
+                            complete_indexes.append(_UNSET)
+                            last_time = time
+                            continue
+                elif (code := kind_code.get(kind)) is not None:
+                    op_id = outstanding.get(process)
+                    if op_id is not None and f == fs[op_id] and key == keys[op_id]:
+                        try:
+                            rets[op_id] = time
+                        except OverflowError:
+                            pass
+                        else:
+                            del outstanding[process]
+                            types[op_id] = code
+                            complete_indexes[op_id] = number - 1
+                            if code == _OK:
+                                value = line.value
+                                if value is _ABSENT:
+                                    value = None
+                                outputs[op_id] = value
+                                if values[op_id] is None and f not in READ_LIKE:
+                                    values[op_id] = value
+                            elif code == _INFO:
+                                crashed[process] = number
+                            last_time = time
+                            continue
         if line is not None:
             index = line.index
             time = line.time

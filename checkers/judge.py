@@ -184,9 +184,12 @@ def judge_files(
                 verdicts[LINEARIZABLE] = run_checker(LINEARIZABLE, inp)
             else:
                 assert lin_model is not None
-                own = workers.own(history.ops, history.shard == (0, workers.parts))
-                del history, inp
-                verdicts[LINEARIZABLE] = check_safe(LINEARIZABLE, workers.finish, own)
+                # (the collector off: its first pass after the reading above would rescan every row)
+                with no_cyclic_gc():
+                    own = workers.own(history.ops, history.shard == (0, workers.parts))
+                    del history, inp
+                    verdicts[LINEARIZABLE] = check_safe(LINEARIZABLE, workers.finish, own)
+                    del own
         return Judgement({name: verdicts[name] for name in selected if name in verdicts}, ops, warnings, skipped)
     finally:
         if workers is not None:

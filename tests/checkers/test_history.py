@@ -398,7 +398,9 @@ def _lines(draw: st.DrawFn) -> list[str]:
             f, key = draw(st.sampled_from(["read", "write", "cas", "status", "kill"])), draw(st.sampled_from(["k", None, [1]]))
             kind = "invoke"
             outstanding[process] = (f, key)
-        event: dict[str, object] = {"index": index, "time": index * 3, "process": process, "type": kind, "f": f}
+        # Mostly in time order; now and then a time that goes backwards, or one past an int64's range.
+        time = draw(st.sampled_from([index * 3] * 6 + [max(0, index * 3 - 4), 2**63 + index]))
+        event: dict[str, object] = {"index": index, "time": time, "process": process, "type": kind, "f": f}
         for name in ("key", "value"):
             if draw(st.integers(0, 9)):
                 event[name] = key if name == "key" else draw(_FIELD_VALUES)
