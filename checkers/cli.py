@@ -37,7 +37,7 @@ Malformed input is one line on stderr naming the file, the line and the reason; 
 (time going backwards) are lines on stderr starting ``warning:``.
 
 Exit code (ARCHITECTURE.md): 0 every verdict valid, 1 any invalid, 2 any unknown and none invalid (an
-empty history is unknown: nothing to judge), 254 bad input or arguments (also when other files were
+empty history is unknown: nothing to judge; valid with ``--semantics knossos``, as Knossos says), 254 bad input or arguments (also when other files were
 checked), 255 the checker itself crashed (one line on stderr; the traceback too with
 ``CHECKERS_TRACEBACK=1``; never 1). This interface is a contract: keep it stable.
 """

@@ -18,7 +18,7 @@ and the linearizability search is given what is left. ``max_states`` and ``max_m
 search's memo. A key out of budget is ``unknown`` with its name and the budget; the others are decided.
 
 A history with no client operation has nothing to judge: linearizability is ``unknown`` and says so
-(the other checkers judge what they were given, e.g. the journals).
+(``valid`` under Knossos' semantics, as Knossos and Porcupine judge it; the other checkers judge what they were given, e.g. the journals).
 """
 
 from __future__ import annotations
