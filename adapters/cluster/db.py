@@ -74,7 +74,7 @@ from adapters.cluster.processes import PID_FILE as PID_FILE
 from adapters.cluster.processes import STORE_PORT as STORE_PORT
 from cluster.client import Client
 from harness.db import Deployment
-from harness.db.daemon import Daemon
+from harness.db.daemon import START_TIMEOUT_S, Daemon
 from workloads.generator import workloads_for
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ class ClusterDB(ClusterProcesses):
         node_args: Sequence[str] = (),
         faketime: FakeTime | None = None,
         seed: int | None = None,
-        start_timeout: float = 20.0,
+        start_timeout: float = START_TIMEOUT_S,
         stop_timeout: float = 10.0,
         command_timeout: float = 30.0,
         package_dir: Path | None = None,

@@ -50,7 +50,7 @@ from adapters.etcd.client import CLIENT_PORT, LINEARIZABLE, EtcdWorkloadClient, 
 from adapters.etcd.install import EtcdBinary
 from harness.db import Deployment, StatusError
 from harness.db.client import home_node
-from harness.db.daemon import Daemon, DaemonProcess
+from harness.db.daemon import START_TIMEOUT_S, Daemon, DaemonProcess
 from harness.db.http import status_errors
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class EtcdDB(DaemonProcess):
         reads: str = LINEARIZABLE,
         heartbeat_ms: int = 100,
         election_timeout_ms: int = 1000,
-        start_timeout: float = 20.0,
+        start_timeout: float = START_TIMEOUT_S,
         stop_timeout: float = 10.0,
         command_timeout: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,

@@ -48,7 +48,7 @@ from adapters.nats.client import CLIENT_PORT, NatsLogClient
 from adapters.nats.install import NatsBinary
 from harness.db import Deployment, StatusError
 from harness.db.client import home_node
-from harness.db.daemon import Daemon, DaemonProcess
+from harness.db.daemon import START_TIMEOUT_S, Daemon, DaemonProcess
 from harness.db.http import status_errors
 
 if TYPE_CHECKING:
@@ -121,7 +121,7 @@ class NatsDB(DaemonProcess):
         *,
         replicas: int = 3,
         storage: str = "file",
-        start_timeout: float = 30.0,
+        start_timeout: float = START_TIMEOUT_S,
         stop_timeout: float = 10.0,
         command_timeout: float = 60.0,
         transport: httpx.AsyncBaseTransport | None = None,

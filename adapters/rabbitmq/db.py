@@ -61,7 +61,7 @@ import httpx
 from adapters.rabbitmq.client import AMQP_PORT, QUEUE_TYPES, RabbitQueueClient, queue_arguments
 from adapters.rabbitmq.install import ERLANG_ROOT, INSTALL_DIR, RabbitBundle
 from harness.db import Deployment, NodeStartError, StatusError
-from harness.db.daemon import Daemon, DaemonProcess
+from harness.db.daemon import START_TIMEOUT_S, Daemon, DaemonProcess
 from harness.db.http import status_errors
 from workloads.queue import Delivery
 
@@ -189,7 +189,7 @@ class RabbitDB(DaemonProcess):
                                   "the management API's queue objects carry the leader but no term (docs/systems/rabbitmq.md)",
         "lsn-monotonicity": "AMQP gives a client no sequence number of a message it published or consumed",
     }
-    start_timeout = 60.0
+    start_timeout = START_TIMEOUT_S
     stop_timeout = 10.0
     command_timeout = 60.0
     daemon_port = DIST_PORT

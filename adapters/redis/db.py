@@ -70,7 +70,7 @@ from adapters.redis.client import (
 from adapters.redis.install import RedisBundle
 from harness.db import Deployment, StatusError
 from harness.db.client import home_node
-from harness.db.daemon import Daemon
+from harness.db.daemon import START_TIMEOUT_S, Daemon
 
 if TYPE_CHECKING:
     from nemesis.remote import Remote
@@ -205,7 +205,7 @@ class RedisDB:
         min_replicas: int = 0,
         max_lag: int = 10,
         wait: int = 0,
-        start_timeout: float = 30.0,
+        start_timeout: float = START_TIMEOUT_S,
         stop_timeout: float = 10.0,
         command_timeout: float = 60.0,
         connect: Connector = RedisLink.open,

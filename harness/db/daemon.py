@@ -55,6 +55,11 @@ from harness.db import Deployment, NodeStartError
 if TYPE_CHECKING:
     from nemesis.remote import Remote
 
+START_TIMEOUT_S = 60.0
+"""Seconds a node's start may take before it is an error, by default: a start returns as soon as the
+process listens, so a healthy node never waits for it; at a load average of 27 on 2 cores a Python node
+took more than 20 s to listen (a run crashed in its deployment), hence the margin."""
+
 _PID = "daemon_pid"
 """The shell function every script defines first: prints the daemon's pid, or fails if it does not run."""
 _STAT = "daemon_stat"
@@ -218,7 +223,7 @@ class Daemon:
         """Whether the process is alive (a paused one is)."""
         return remote.run(self.pid_function() + _PID, timeout=timeout, check=False).exit_code == 0
 
-    def start(self, remote: Remote, *, port: int | None = None, timeout: float = 20.0,
+    def start(self, remote: Remote, *, port: int | None = None, timeout: float = START_TIMEOUT_S,
               command_timeout: float = 30.0, tail_lines: int = 20) -> bool:
         """Start the process unless it runs; return once it listens on ``port`` (on any address of the
         node), or, without a port, once it runs. True if it was started, False if it ran already. Raises
@@ -297,7 +302,7 @@ class DaemonProcess:
     output a failed start quotes). The etcd and NATS adapters use it.
     """
 
-    start_timeout: float = 20.0
+    start_timeout: float = START_TIMEOUT_S
     stop_timeout: float = 10.0
     command_timeout: float = 60.0
     daemon_port: int | None = None
