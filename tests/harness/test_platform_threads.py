@@ -7,11 +7,23 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from harness.platforms.threads import finish_through_interrupts, run_in_threads
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises() -> Iterator[None]:
+    """Python's own SIGINT handler, as a run typed at a terminal has it: a test runner's worker, or a
+    shell's background job, may have inherited SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _interrupt_in(seconds: float) -> None:
