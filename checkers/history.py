@@ -579,15 +579,16 @@ def _build(
         if deadline is not None and not number % _DEADLINE_EVERY and clock() > deadline:
             raise LoadTimeout(source, number)
         line = None
+        checked = False
         if fast:
             try:
                 line = decode_line(raw)
             except Exception:  # noqa: BLE001 - decoded again below, as a plain object, to say why or keep its other fields
                 pass
             # The line of nearly every big history, a client's with only the required fields, key and
-            # value, in file order and time order: taken here with the checks it needs and no others. Any
-            # other line, or one these checks refuse, goes on to the general path below, which decides
-            # it as if this block were not there (nothing here is changed before every check passed).
+            # value, in file order and time order: every check of the general path below holds for it
+            # (the decoder typed index, time and f), so it goes straight to the pairing of client
+            # operations after these few comparisons. Any other line takes the general path.
             if (
                 line is not None
                 and (process := line.process).__class__ is int
@@ -596,172 +597,143 @@ def _build(
                 and line.node is _ABSENT
                 and line.lsn is _ABSENT
                 and line.error is _ABSENT
+                and ((kind := line.type) == "invoke" or kind in kind_code)
+                and (f := line.f)
             ):
+                checked = True
+                index = number - 1
+                last_time = time
+                key = line.key
+                value = line.value
+                if key is _ABSENT:
+                    key = None
+                if value is _ABSENT:
+                    value = None
+                if kind == "invoke":
+                    f = names.setdefault(f, f)
+                    if key.__class__ is str:
+                        key = names.setdefault(key, key)
+                node = lsn = error = group = extra = None
+                rest = False
+        if not checked:
+            if line is not None:
+                index = line.index
+                time = line.time
+                process = line.process
                 kind = line.type
                 f = line.f
                 key = line.key
-                if key is _ABSENT:
-                    key = None
-                if kind == "invoke":
-                    if f and f != STATUS_F and process not in outstanding and process not in crashed:
-                        try:
-                            calls.append(time)
-                        except OverflowError:  # (the general path turns the time columns into lists)
-                            pass
-                        else:
-                            value = line.value
-                            outstanding[process] = len(fs)
-                            processes.append(process)
-                            fs.append(names.setdefault(f, f))
-                            keys.append(names.setdefault(key, key) if key.__class__ is str else key)
-                            values.append(None if value is _ABSENT else value)
-                            outputs.append(None)
-                            types.append(_OUTSTANDING)
-                            rets.append(_UNSET)
-                            invoke_indexes.append(number - 1)
-                            complete_indexes.append(_UNSET)
-                            last_time = time
-                            continue
-                elif (code := kind_code.get(kind)) is not None:
-                    op_id = outstanding.get(process)
-                    if op_id is not None and f == fs[op_id] and key == keys[op_id]:
-                        try:
-                            rets[op_id] = time
-                        except OverflowError:
-                            pass
-                        else:
-                            del outstanding[process]
-                            types[op_id] = code
-                            complete_indexes[op_id] = number - 1
-                            if code == _OK:
-                                value = line.value
-                                if value is _ABSENT:
-                                    value = None
-                                outputs[op_id] = value
-                                if values[op_id] is None and f not in READ_LIKE:
-                                    values[op_id] = value
-                            elif code == _INFO:
-                                crashed[process] = number
-                            last_time = time
-                            continue
-        if line is not None:
-            index = line.index
-            time = line.time
-            process = line.process
-            kind = line.type
-            f = line.f
-            key = line.key
-            value = line.value
-            node = line.node
-            lsn = line.lsn
-            error = line.error
-            group = extra = None
-            absent = _ABSENT
-            rest = False
-            if node is absent and lsn is absent and error is absent:
-                node = lsn = error = None
-            else:
-                # As a plain object says (below): more than the five required fields, key and value.
-                rest = (key is not absent) + (value is not absent) + (node is not absent) + (lsn is not absent) + (
-                    error is not absent
-                ) > 2
-                if rest:
-                    node = None if node is absent else node
-                    lsn = None if lsn is absent else lsn
-                    error = None if error is absent else error
-                else:
+                value = line.value
+                node = line.node
+                lsn = line.lsn
+                error = line.error
+                group = extra = None
+                absent = _ABSENT
+                rest = False
+                if node is absent and lsn is absent and error is absent:
                     node = lsn = error = None
-            key = None if key is absent else key
-            value = None if value is absent else value
-        else:
-            if not decoded:
+                else:
+                    # As a plain object says (below): more than the five required fields, key and value.
+                    rest = (key is not absent) + (value is not absent) + (node is not absent) + (lsn is not absent) + (
+                        error is not absent
+                    ) > 2
+                    if rest:
+                        node = None if node is absent else node
+                        lsn = None if lsn is absent else lsn
+                        error = None if error is absent else error
+                    else:
+                        node = lsn = error = None
+                key = None if key is absent else key
+                value = None if value is absent else value
+            else:
+                if not decoded:
+                    try:
+                        raw = decode(raw)
+                    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                        raw = _decode(raw, source, number)  # raises, with the reason
+                    if raw.__class__ is not dict:
+                        raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")
                 try:
-                    raw = decode(raw)
-                except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-                    raw = _decode(raw, source, number)  # raises, with the reason
-                if raw.__class__ is not dict:
-                    raise HistoryError(source, number, f"expected a JSON object, got {_json_type(raw)}")
-            try:
-                index = raw["index"]
-                time = raw["time"]
-                process = raw["process"]
-                kind = raw["type"]
-                f = raw["f"]
-            except KeyError:
-                missing = [name for name in REQUIRED_EVENT_FIELDS if name not in raw]
-                raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}") from None
-            key = raw.get("key")
-            value = raw.get("value")
-            rest = len(raw) > 7  # more than the five required fields, key and value
-            node = lsn = error = group = extra = None
-            if rest:
-                node = raw.get("node")
-                lsn = raw.get("lsn")
-                error = raw.get("error")
-                group = raw.get("group")
-                extra = {k: v for k, v in raw.items() if k not in EVENT_FIELDS} or None
-        if index != number - 1 or index.__class__ is not int:
-            raise HistoryError(source, number, f"index is {index!r}, expected {number - 1} (file order)")
-        if time.__class__ is not int or time < 0:
-            raise HistoryError(source, number, f"time must be a non-negative integer (ns), not {time!r}")
-        if time < last_time and ordered:
-            ordered = False
-            warnings.append(
-                f"{source}:{number}: time goes backwards ({time} after {last_time}); real-time order is "
-                "taken from the file order (index) instead"
-            )
-        if number == 1:
-            first_time = time
-        last_time = time
-        if process.__class__ is not int and process != NEMESIS:
-            raise HistoryError(source, number, f"process must be an integer or 'nemesis', not {process!r}")
-        kind_name = _TYPES.get(kind) if kind.__class__ is str else None
-        if kind_name is None:
-            raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {kind!r}")
-        kind = kind_name
-        if f.__class__ is not str or not f:
-            raise HistoryError(source, number, f"f must be a non-empty string, not {f!r}")
-        if kind == "invoke":
-            # One object per distinct name and key: a million operations share a few strings.
-            f = names.setdefault(f, f)
-            if key.__class__ is str:
-                key = names.setdefault(key, key)
-        if rest:
-            if node is not None and node.__class__ is not str:
-                raise HistoryError(source, number, f"node must be a string, not {node!r}")
-            if lsn is not None:
-                lsn = _lsn(lsn, source, number)
-                seen.add("lsn")
-            if error is not None and error.__class__ is not str:
-                error = msgspec.json.encode(error).decode()
-            if group is not None and group.__class__ is not str:
-                raise HistoryError(source, number, f"group must be a string, not {group!r}")
-        if keep_events:
-            events.append(Event(index, time, process, kind, f, key, value, node, lsn, error, number, raw))
-        if process == NEMESIS:
-            if kind == "info":
-                # Jepsen's nemesis: an info event starts an operation unless it completes the outstanding one.
-                pending = outstanding.get(process)
-                if pending is None or pending[2] != f:
-                    if pending is not None:
-                        _complete(nemesis, outstanding.pop(process), None, None, None, None, None)
-                    kind = "invoke"
+                    index = raw["index"]
+                    time = raw["time"]
+                    process = raw["process"]
+                    kind = raw["type"]
+                    f = raw["f"]
+                except KeyError:
+                    missing = [name for name in REQUIRED_EVENT_FIELDS if name not in raw]
+                    raise HistoryError(source, number, f"missing field {', '.join(repr(m) for m in missing)}") from None
+                key = raw.get("key")
+                value = raw.get("value")
+                rest = len(raw) > 7  # more than the five required fields, key and value
+                node = lsn = error = group = extra = None
+                if rest:
+                    node = raw.get("node")
+                    lsn = raw.get("lsn")
+                    error = raw.get("error")
+                    group = raw.get("group")
+                    extra = {k: v for k, v in raw.items() if k not in EVENT_FIELDS} or None
+            if index != number - 1 or index.__class__ is not int:
+                raise HistoryError(source, number, f"index is {index!r}, expected {number - 1} (file order)")
+            if time.__class__ is not int or time < 0:
+                raise HistoryError(source, number, f"time must be a non-negative integer (ns), not {time!r}")
+            if time < last_time and ordered:
+                ordered = False
+                warnings.append(
+                    f"{source}:{number}: time goes backwards ({time} after {last_time}); real-time order is "
+                    "taken from the file order (index) instead"
+                )
+            if number == 1:
+                first_time = time
+            last_time = time
+            if process.__class__ is not int and process != NEMESIS:
+                raise HistoryError(source, number, f"process must be an integer or 'nemesis', not {process!r}")
+            kind_name = _TYPES.get(kind) if kind.__class__ is str else None
+            if kind_name is None:
+                raise HistoryError(source, number, f"type must be one of {', '.join(EVENT_TYPES)}, not {kind!r}")
+            kind = kind_name
+            if f.__class__ is not str or not f:
+                raise HistoryError(source, number, f"f must be a non-empty string, not {f!r}")
             if kind == "invoke":
-                if process in outstanding:
-                    _invokes_again(source, number, process, outstanding[process][2], outstanding[process][7])
-                if extra is not None and extra.get("final") is True:
-                    seen.add("final")
-                if f == STATUS_F:
-                    statuses += 1
-                outstanding[process] = (index, time, f, key, value, node, extra, number, len(nemesis), process)
-                nemesis.append(outstanding[process])
+                # One object per distinct name and key: a million operations share a few strings.
+                f = names.setdefault(f, f)
+                if key.__class__ is str:
+                    key = names.setdefault(key, key)
+            if rest:
+                if node is not None and node.__class__ is not str:
+                    raise HistoryError(source, number, f"node must be a string, not {node!r}")
+                if lsn is not None:
+                    lsn = _lsn(lsn, source, number)
+                    seen.add("lsn")
+                if error is not None and error.__class__ is not str:
+                    error = msgspec.json.encode(error).decode()
+                if group is not None and group.__class__ is not str:
+                    raise HistoryError(source, number, f"group must be a string, not {group!r}")
+            if keep_events:
+                events.append(Event(index, time, process, kind, f, key, value, node, lsn, error, number, raw))
+            if process == NEMESIS:
+                if kind == "info":
+                    # Jepsen's nemesis: an info event starts an operation unless it completes the outstanding one.
+                    pending = outstanding.get(process)
+                    if pending is None or pending[2] != f:
+                        if pending is not None:
+                            _complete(nemesis, outstanding.pop(process), None, None, None, None, None)
+                        kind = "invoke"
+                if kind == "invoke":
+                    if process in outstanding:
+                        _invokes_again(source, number, process, outstanding[process][2], outstanding[process][7])
+                    if extra is not None and extra.get("final") is True:
+                        seen.add("final")
+                    if f == STATUS_F:
+                        statuses += 1
+                    outstanding[process] = (index, time, f, key, value, node, extra, number, len(nemesis), process)
+                    nemesis.append(outstanding[process])
+                    continue
+                invoke = outstanding.pop(process, None)
+                if invoke is None:
+                    raise HistoryError(source, number, f"{kind} completion for process {process!r} without an invoke")
+                _same_operation(source, number, f, key, invoke[2], invoke[3], invoke[7])
+                _complete(nemesis, invoke, kind, index, time, value, (node, lsn, error))
                 continue
-            invoke = outstanding.pop(process, None)
-            if invoke is None:
-                raise HistoryError(source, number, f"{kind} completion for process {process!r} without an invoke")
-            _same_operation(source, number, f, key, invoke[2], invoke[3], invoke[7])
-            _complete(nemesis, invoke, kind, index, time, value, (node, lsn, error))
-            continue
         if kind == "invoke":
             if process in outstanding:
                 first = outstanding[process]
