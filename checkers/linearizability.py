@@ -557,7 +557,7 @@ def merge(results: Sequence[ShardResult], model: Model, *, time_s: float, worker
         if result.violation is not None:
             return Verdict(False, result.violation.summary, result.violation.counterexample, stats)
     if stats["ops"] == 0 and not any(r.error for r in results):
-        if getattr(model, "semantics", "strict") == "knossos":
+        if model.semantics == "knossos":
             return Verdict(
                 valid=True,
                 summary="linearizable: the history has no client operations, which Knossos (and Porcupine) "

@@ -121,6 +121,8 @@ class Model(Protocol):
 
     name: str
     nondeterministic: bool
+    semantics: str
+    """How the model reads a history, one of :data:`SEMANTICS` (module docstring)."""
 
     def init(self) -> Hashable:
         """The state of one object (one key, one queue) before any operation."""
@@ -237,6 +239,10 @@ class KeyedModel:
     nondeterministic = False
     functions: tuple[str, ...] = ()
 
+    def __init__(self, semantics: str = "strict") -> None:
+        self.semantics = _semantics(semantics)
+        self.knossos = self.semantics == "knossos"  # read per operation by the models the semantics change
+
     def init(self) -> Hashable:
         return None
 
@@ -327,7 +333,7 @@ class RegisterModel(KeyedModel):
         self.name = "cas-register" if cas else "register"
         self.functions = ("read", "write", "cas") if cas else ("read", "write")
         self.initial = freeze(initial)
-        self.knossos = _semantics(semantics) == "knossos"
+        super().__init__(semantics)
 
     def init(self) -> Hashable:
         return self.initial
@@ -851,7 +857,7 @@ class MultiRegisterModel(KeyedModel):
     functions = ("txn",)
 
     def __init__(self, initial: Any = None, semantics: str = "strict") -> None:
-        self.knossos = _semantics(semantics) == "knossos"
+        super().__init__(semantics)
         if initial is not None and not isinstance(initial, dict):
             raise ModelError(f"a multi-register's initial value is an object register -> value, not {initial!r}")
         self.initial = tuple(sorted(((freeze(k), freeze(v)) for k, v in (initial or {}).items()), key=_register_order))
@@ -1045,7 +1051,7 @@ def _bag_empty(state: Any, _: Any) -> frozenset[Any]:
     return frozenset() if state else frozenset({state})
 
 
-MODELS: Final[dict[str, Callable[[], Model]]] = {
+MODELS: Final[dict[str, Callable[..., Model]]] = {
     "register": lambda: RegisterModel(cas=False),
     "cas-register": lambda: RegisterModel(cas=True),
     "kv": KVModel,
@@ -1083,7 +1089,6 @@ def get_model(name: str, *, initial: Any = None, semantics: str = "strict") -> M
         factory = MODELS[name]
     except KeyError:
         raise ModelError(f"unknown model {name!r}; choose one of {', '.join(MODELS)}") from None
-    _semantics(semantics)
     if initial is not None and name not in _SEMANTIC_MODELS:
         raise ModelError(f"an initial value applies to the register models and multi-register, not {name!r}")
     if name == "multi-register":
@@ -1091,6 +1096,5 @@ def get_model(name: str, *, initial: Any = None, semantics: str = "strict") -> M
     elif name in _SEMANTIC_MODELS:
         model = RegisterModel(cas=name == "cas-register", initial=initial, semantics=semantics)
     else:
-        model = factory()
-    model.semantics = semantics  # what the checker reads of it, for any model (an empty history's verdict)
+        model = factory(semantics=semantics)
     return model  # type: ignore[no-any-return]
