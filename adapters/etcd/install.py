@@ -14,7 +14,6 @@ own instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from harness.db.debian import CachedBinary, DebianBinary
@@ -35,13 +34,6 @@ ETCD = DebianBinary(PACKAGE, BINARY_IN_PACKAGE, "etcd", INSTALL_HINT, EtcdInstal
                     "give --db-opt binary=PATH to an etcd 3.4 binary")
 
 cache_dir = ETCD.cache_dir
-"""Where the fetched package is kept (outside the repository)."""
 find_binary = ETCD.find
-"""The binary to upload: ``--db-opt binary=PATH`` or the cached Debian one (an error naming what to run)."""
 fetch = ETCD.fetch
-"""Download the package with apt, unpack it and keep its binary in the cache."""
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adapters.etcd [--force]``: fetch etcd-server into the cache unless it is there."""
-    return ETCD.main(argv, "python -m adapters.etcd", __doc__.splitlines()[0])
+main = ETCD.command("python -m adapters.etcd", __doc__)

@@ -3,7 +3,8 @@
 The nodes have no route to a package mirror, so the controller fetches the package through its own apt
 configuration (``apt-get download nats-server``: no host is named here), unpacks it with ``dpkg-deb -x``
 and keeps the one file the nodes need, ``usr/sbin/nats-server`` (a Go binary that links nothing but libc),
-in a cache outside the repository (``harness.db.debian``, shared by the adapters). The adapter uploads it to each node (``adapters.nats.db``).
+in a cache outside the repository (``harness.db.debian``, shared by the adapters). The adapter uploads it
+to each node (``adapters.nats.db``).
 
 The cache is ``$CHAOS_HARNESS_CACHE/nats-server/`` (default ``${XDG_CACHE_HOME:-~/.cache}/chaos-harness``)
 and holds ``nats-server`` and ``VERSION`` (the package's version). ``python -m adapters.nats`` (what
@@ -12,7 +13,6 @@ and holds ``nats-server`` and ``VERSION`` (the package's version). ``python -m a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from harness.db.debian import CachedBinary, DebianBinary
@@ -33,13 +33,6 @@ NATS = DebianBinary(PACKAGE, BINARY_IN_PACKAGE, "nats-server", INSTALL_HINT, Nat
                     "give --db-opt binary=PATH to a nats-server 2.9 binary")
 
 cache_dir = NATS.cache_dir
-"""Where the fetched package is kept (outside the repository)."""
 find_binary = NATS.find
-"""The binary to upload: ``--db-opt binary=PATH`` or the cached Debian one (an error naming what to run)."""
 fetch = NATS.fetch
-"""Download the package with apt, unpack it and keep its binary in the cache."""
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adapters.nats [--force]``: fetch nats-server into the cache unless it is there."""
-    return NATS.main(argv, "python -m adapters.nats", __doc__.splitlines()[0])
+main = NATS.command("python -m adapters.nats", __doc__)

@@ -2,8 +2,9 @@
 
 The nodes have no route to a package mirror, so the controller fetches the packages through its own apt
 configuration (``apt-get download``: no host is named here), unpacks them with ``dpkg-deb -x`` (no
-maintainer scripts run) and packs what the nodes need into one tarball in a cache outside the repository;
-the adapter uploads it to each node and unpacks it into :data:`INSTALL_DIR` (``adapters.rabbitmq.db``).
+maintainer scripts run) and packs what the nodes need into one tarball in a cache outside the repository
+(:class:`harness.db.debian.DebianBundle` does these steps; this module says what is RabbitMQ's); the adapter
+uploads it to each node and unpacks it into :data:`INSTALL_DIR` (``adapters.rabbitmq.db``).
 
 What the tarball holds, and why:
 
@@ -25,18 +26,11 @@ adapters.rabbitmq`` fills it.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import tarfile
-from collections.abc import Sequence
 from pathlib import Path
 
-from harness.db import debian
-from harness.db.debian import CachedBinary, Runner
+from harness.db.debian import CachedBinary, DebianBundle, FetchError
 
-CACHE_NAME = "rabbitmq"
-BUNDLE = "rabbitmq.tar.gz"
 SERVER_PACKAGE = "rabbitmq-server"
 ERLANG_PACKAGES = (
     "erlang-base", "erlang-asn1", "erlang-crypto", "erlang-eldap", "erlang-ftp", "erlang-inets",
@@ -64,23 +58,6 @@ RabbitBundle = CachedBinary
 """The tarball of RabbitMQ and Erlang for the nodes, as test.json records it (``kind`` ``bundle``)."""
 
 
-def cache_dir() -> Path:
-    """Where the bundle is kept (outside the repository)."""
-    return debian.cache_dir(CACHE_NAME)
-
-
-def find_bundle(cache: Path | None = None) -> RabbitBundle:
-    """The cached bundle; raises :class:`RabbitInstallError` naming what to run when there is none."""
-    cache = cache if cache is not None else cache_dir()
-    path = cache / BUNDLE
-    if not path.is_file():
-        raise RabbitInstallError(f"Debian's RabbitMQ is not on the controller ({path} does not exist): "
-                                 f"{INSTALL_HINT}")
-    version_file = cache / "VERSION"
-    version = version_file.read_text().strip() if version_file.is_file() else "unknown"
-    return RabbitBundle(path, f"{SERVER_PACKAGE} {version}", debian.sha256_of(path), kind="bundle")
-
-
 def relocate_erlang(erlang: Path, root: str = ERLANG_ROOT) -> list[Path]:
     """Point Erlang's start scripts under ``erlang`` at ``root`` (their ``ROOTDIR=`` lines); the scripts
     rewritten."""
@@ -95,38 +72,23 @@ def relocate_erlang(erlang: Path, root: str = ERLANG_ROOT) -> list[Path]:
     return rewritten
 
 
-def fetch(cache: Path | None = None, *, run: Runner = subprocess.run) -> RabbitBundle:
-    """Download the packages, unpack them, and keep the tarball of what the nodes need (module docstring)
-    in ``cache``, replacing what was there atomically."""
-    cache = cache if cache is not None else cache_dir()
-    with debian.fetching(cache) as work:
-        try:
-            debs = debian.download_all(PACKAGES, work, run=run)
-        except debian.FetchError as exc:
-            raise RabbitInstallError(str(exc)) from None
-        version = debian.package_version(debs[SERVER_PACKAGE], run=run)
-        root = work / "root"
-        for deb in debs.values():
-            debian.unpack(deb, root, run=run)
-        erlang = root / ERLANG_IN_PACKAGE
-        servers = sorted((root / SERVER_IN_PACKAGE).glob("rabbitmq_server-*"))
-        if not (erlang / "bin").is_dir():
-            raise RabbitInstallError(f"the packages hold no {ERLANG_IN_PACKAGE}/bin")
-        if not servers or not (servers[-1] / "sbin" / "rabbitmq-server").is_file():
-            raise RabbitInstallError(f"the packages hold no {SERVER_IN_PACKAGE}/rabbitmq_server-*/sbin/rabbitmq-server")
-        if not relocate_erlang(erlang):
-            raise RabbitInstallError(f"no ROOTDIR= line in Erlang's start scripts under {ERLANG_IN_PACKAGE}")
-        bundle = work / BUNDLE
-        with tarfile.open(bundle, "w:gz") as tar:
-            tar.add(erlang, arcname="erlang")
-            tar.add(servers[-1], arcname="rabbitmq")
-        os.replace(bundle, cache / BUNDLE)
-        (cache / "VERSION").write_text(version + "\n")
-    return find_bundle(cache)
+def pack(root: Path, scratch: Path) -> dict[str, Path]:
+    """What the tarball holds (module docstring), from the packages unpacked under ``root``: Erlang's tree,
+    relocated in place to :data:`ERLANG_ROOT`, and the server's (``scratch`` is not needed)."""
+    erlang = root / ERLANG_IN_PACKAGE
+    servers = sorted((root / SERVER_IN_PACKAGE).glob("rabbitmq_server-*"))
+    if not (erlang / "bin").is_dir():
+        raise FetchError(f"the packages hold no {ERLANG_IN_PACKAGE}/bin")
+    if not servers or not (servers[-1] / "sbin" / "rabbitmq-server").is_file():
+        raise FetchError(f"the packages hold no {SERVER_IN_PACKAGE}/rabbitmq_server-*/sbin/rabbitmq-server")
+    if not relocate_erlang(erlang):
+        raise FetchError(f"no ROOTDIR= line in Erlang's start scripts under {ERLANG_IN_PACKAGE}")
+    return {"erlang": erlang, "rabbitmq": servers[-1]}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adapters.rabbitmq [--force]``: fetch RabbitMQ into the cache unless it is there."""
-    return debian.install_command(argv, prog="python -m adapters.rabbitmq", description=__doc__.splitlines()[0],
-                                  name="rabbitmq", find=find_bundle, fetch=fetch, error=RabbitInstallError,
-                                  without_apt="apt-get and dpkg-deb are needed to fetch RabbitMQ (Debian/Ubuntu)")
+RABBITMQ = DebianBundle("rabbitmq", "RabbitMQ", PACKAGES, pack, INSTALL_HINT, RabbitInstallError)
+BUNDLE = RABBITMQ.tarball
+cache_dir = RABBITMQ.cache_dir
+find_bundle = RABBITMQ.find
+fetch = RABBITMQ.fetch
+main = RABBITMQ.command("python -m adapters.rabbitmq", __doc__)

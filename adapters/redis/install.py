@@ -2,8 +2,9 @@
 
 The nodes have no route to a package mirror, so the controller fetches the packages through its own apt
 configuration (``apt-get download``: no host is named here), unpacks them with ``dpkg-deb -x`` and packs
-what the nodes need into one tarball in a cache outside the repository; the adapter uploads it to each
-node and unpacks it there (``adapters.redis.db``).
+what the nodes need into one tarball in a cache outside the repository
+(:class:`harness.db.debian.DebianBundle` does these steps; this module says what is Redis's); the adapter
+uploads it to each node and unpacks it there (``adapters.redis.db``).
 
 What the tarball holds, and why:
 
@@ -24,19 +25,11 @@ adapters.redis`` fills it.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import tarfile
-from collections.abc import Sequence
 from pathlib import Path
 
-from harness.db import debian
-from harness.db.debian import CachedBinary, Runner
+from harness.db.debian import CachedBinary, DebianBundle, FetchError
 
-CACHE_NAME = "redis"
-BUNDLE = "redis.tar.gz"
-SERVER_PACKAGE = "redis-server"
 REDIS_PACKAGES = ("redis-server", "redis-sentinel", "redis-tools")
 LIBRARY_PACKAGES = ("libatomic1", "liblzf1", "libjemalloc2")
 """Libraries ``redis-check-rdb`` links that the node image does not have."""
@@ -56,55 +49,23 @@ RedisBundle = CachedBinary
 """The tarball of Redis for the nodes, on the controller, as test.json records it (``kind`` ``bundle``)."""
 
 
-def cache_dir() -> Path:
-    """Where the bundle is kept (outside the repository)."""
-    return debian.cache_dir(CACHE_NAME)
+def pack(root: Path, scratch: Path) -> dict[str, Path]:
+    """What the tarball holds (module docstring), copied from the packages unpacked under ``root`` into
+    ``scratch`` as executable regular files (the libraries' soname symlinks followed)."""
+    wanted = {Path("bin/redis-server"): EXECUTABLE_IN_PACKAGE, Path("bin/redis-cli"): CLI_IN_PACKAGE}
+    wanted.update({Path("lib") / name: LIBRARY_DIR_IN_PACKAGE / name for name in LIBRARIES})
+    for target, source in wanted.items():
+        if not (root / source).exists():
+            raise FetchError(f"the packages hold no {source}")
+        (scratch / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / source, scratch / target)
+        (scratch / target).chmod(0o755)
+    return {str(target): scratch / target for target in sorted(wanted)}
 
 
-def find_bundle(cache: Path | None = None) -> RedisBundle:
-    """The cached bundle; raises :class:`RedisInstallError` naming what to run when there is none."""
-    cache = cache if cache is not None else cache_dir()
-    path = cache / BUNDLE
-    if not path.is_file():
-        raise RedisInstallError(f"Debian's Redis is not on the controller ({path} does not exist): {INSTALL_HINT}")
-    version_file = cache / "VERSION"
-    version = version_file.read_text().strip() if version_file.is_file() else "unknown"
-    return RedisBundle(path, f"{SERVER_PACKAGE} {version}", debian.sha256_of(path), kind="bundle")
-
-
-def fetch(cache: Path | None = None, *, run: Runner = subprocess.run) -> RedisBundle:
-    """Download the packages, unpack them, and keep the tarball of what the nodes need (module docstring)
-    in ``cache``, replacing what was there atomically."""
-    cache = cache if cache is not None else cache_dir()
-    with debian.fetching(cache) as work:
-        try:
-            debs = debian.download_all(PACKAGES, work, run=run)
-        except debian.FetchError as exc:
-            raise RedisInstallError(str(exc)) from None
-        version = debian.package_version(debs[SERVER_PACKAGE], run=run)
-        root = work / "root"
-        for deb in debs.values():
-            debian.unpack(deb, root, run=run)
-        tree = work / "tree"
-        wanted = {Path("bin/redis-server"): EXECUTABLE_IN_PACKAGE, Path("bin/redis-cli"): CLI_IN_PACKAGE}
-        wanted.update({Path("lib") / name: LIBRARY_DIR_IN_PACKAGE / name for name in LIBRARIES})
-        for target, source in wanted.items():
-            if not (root / source).exists():
-                raise RedisInstallError(f"the packages hold no {source}")
-            (tree / target).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(root / source, tree / target)  # follows the libraries' soname symlinks
-            (tree / target).chmod(0o755)
-        bundle = work / BUNDLE
-        with tarfile.open(bundle, "w:gz") as tar:
-            for target in sorted(wanted):
-                tar.add(tree / target, arcname=str(target))
-        os.replace(bundle, cache / BUNDLE)
-        (cache / "VERSION").write_text(version + "\n")
-    return find_bundle(cache)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m adapters.redis [--force]``: fetch Redis into the cache unless it is there."""
-    return debian.install_command(argv, prog="python -m adapters.redis", description=__doc__.splitlines()[0],
-                                  name="redis", find=find_bundle, fetch=fetch, error=RedisInstallError,
-                                  without_apt="apt-get and dpkg-deb are needed to fetch Redis (Debian/Ubuntu)")
+REDIS = DebianBundle("redis", "Redis", PACKAGES, pack, INSTALL_HINT, RedisInstallError)
+BUNDLE = REDIS.tarball
+cache_dir = REDIS.cache_dir
+find_bundle = REDIS.find
+fetch = REDIS.fetch
+main = REDIS.command("python -m adapters.redis", __doc__)

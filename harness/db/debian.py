@@ -4,10 +4,12 @@ The nodes of a test run on an internal network with no route to a package mirror
 system is installed the way an outside user would install it: the controller fetches its package through
 its own apt configuration (``apt-get download``: no host is named here), unpacks it with ``dpkg-deb -x``,
 keeps the files the nodes need in a cache outside the repository, and the adapter uploads them. The
-shipped adapters use this (etcd and NATS through :class:`DebianBinary`, one executable from one package;
-Redis through the lower-level :func:`fetching`, :func:`download_all`, :func:`package_version`,
-:func:`unpack` and :func:`install_command`, several packages into one bundle), and so may an adapter of the user's own
-(docs/db-adapter.md, "Installing a system").
+shipped adapters declare only what is particular to their system: etcd and NATS are each a
+:class:`DebianBinary` (one executable of one package), Redis and RabbitMQ each a :class:`DebianBundle`
+(several packages, what the nodes need of them packed into one tarball). An adapter of the user's own may
+do the same, or build on the steps they are made of: :func:`fetching`, :func:`download_all`,
+:func:`package_version`, :func:`unpack` and :func:`install_command` (docs/db-adapter.md, "Installing a
+system").
 
 The cache is ``$CHAOS_HARNESS_CACHE/<name>/`` (default ``${XDG_CACHE_HOME:-~/.cache}/chaos-harness/<name>``).
 """
@@ -20,8 +22,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,13 +100,27 @@ def download_all(packages: Sequence[str], work: Path, *, run: Runner = subproces
 
 def package_version(deb: Path, *, run: Runner = subprocess.run) -> str:
     """The version a .deb declares (``dpkg-deb -f DEB Version``)."""
-    return run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True, check=True).stdout.strip()
+    done = run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 def unpack(deb: Path, into: Path, *, run: Runner = subprocess.run) -> Path:
     """The files of a .deb under ``into`` (``dpkg-deb -x``: no maintainer scripts run)."""
     run(["dpkg-deb", "-x", str(deb), str(into)], capture_output=True, text=True, check=True)
     return into
+
+
+def _keep(made: Path, cache: Path, name: str, version: str) -> None:
+    """Move what was made in :func:`fetching`'s scratch directory into ``cache`` as ``name`` (atomically),
+    with the package's ``version`` beside it in ``VERSION``."""
+    os.replace(made, cache / name)
+    (cache / "VERSION").write_text(version + "\n")
+
+
+def _cached_version(cache: Path) -> str:
+    """The version :func:`_keep` wrote into ``cache``, or ``unknown``."""
+    version_file = cache / "VERSION"
+    return version_file.read_text().strip() if version_file.is_file() else "unknown"
 
 
 @dataclass(frozen=True)
@@ -119,8 +136,27 @@ class CachedBinary:
         return {self.kind: str(self.path), "version": self.version, "sha256": self.sha256}
 
 
+class _Installer:
+    """What :class:`DebianBinary` and :class:`DebianBundle` share: an adapter's ``python -m`` command."""
+
+    def main(self, argv: Sequence[str] | None, prog: str, description: str) -> int:
+        """``prog [--force]``: fetch into the cache unless it is there (:func:`install_command`)."""
+        raise NotImplementedError
+
+    def command(self, prog: str, doc: str | None) -> Callable[[Sequence[str] | None], int]:
+        """The adapter's ``main(argv=None)``, what its ``__main__`` runs: :meth:`main` as ``prog``, described
+        by the first line of ``doc`` (the install module's docstring)."""
+        description = (doc or prog).splitlines()[0]
+
+        def main(argv: Sequence[str] | None = None) -> int:
+            return self.main(argv, prog, description)
+
+        main.__doc__ = f"``{prog} [--force]``: fetch into the cache unless it is there (:meth:`main`)."
+        return main
+
+
 @dataclass(frozen=True)
-class DebianBinary:
+class DebianBinary(_Installer):
     """One executable of one Debian package, kept in the cache as ``name`` beside a ``VERSION`` file.
 
     ``error`` is the adapter's own exception type, raised with one sentence; ``hint`` says how to fill the
@@ -135,6 +171,7 @@ class DebianBinary:
     instead: str
 
     def cache_dir(self) -> Path:
+        """Where the fetched package is kept (outside the repository): ``<cache>/<package>``."""
         return cache_dir(self.package)
 
     def find(self, given: str | None = None, cache: Path | None = None) -> CachedBinary:
@@ -148,11 +185,9 @@ class DebianBinary:
         cache = cache if cache is not None else self.cache_dir()
         path = cache / self.name
         if not path.is_file():
-            raise self.error(f"Debian's {self.package} binary is not on the controller ({path} does not exist): "
-                             f"{self.hint}")
-        version_file = cache / "VERSION"
-        version = version_file.read_text().strip() if version_file.is_file() else "unknown"
-        return CachedBinary(path, f"{self.package} {version}", sha256_of(path))
+            raise self.error(f"Debian's {self.package} binary is not on the controller "
+                             f"({path} does not exist): {self.hint}")
+        return CachedBinary(path, f"{self.package} {_cached_version(cache)}", sha256_of(path))
 
     def fetch(self, cache: Path | None = None, *, run: Runner = subprocess.run) -> CachedBinary:
         """Download the package, unpack it and keep its executable in ``cache``, replacing what was there
@@ -168,8 +203,7 @@ class DebianBinary:
             if not binary.is_file():
                 raise self.error(f"{deb.name} holds no {self.in_package}")
             binary.chmod(0o755)
-            os.replace(binary, cache / self.name)
-            (cache / "VERSION").write_text(version + "\n")
+            _keep(binary, cache, self.name, version)
         return self.find(cache=cache)
 
     def main(self, argv: Sequence[str] | None, prog: str, description: str) -> int:
@@ -178,6 +212,84 @@ class DebianBinary:
                                fetch=self.fetch, error=self.error,
                                without_apt=f"apt-get and dpkg-deb are needed to fetch {self.package} "
                                            f"(Debian/Ubuntu); elsewhere {self.instead}")
+
+
+Packer = Callable[[Path, Path], Mapping[str, Path]]
+"""A :class:`DebianBundle`'s ``pack(root, scratch)``: what the tarball holds, chosen from the packages
+unpacked under ``root``, as name in the tarball -> a file or directory (added with all it holds), in the
+tarball's order. What it has to make (a copy, a rewritten script) it makes in ``scratch``, an empty
+directory removed afterwards; it may also change files under ``root``. When the packages lack something it
+raises :class:`FetchError` with one sentence, which the bundle raises again as its adapter's ``error``."""
+
+
+@dataclass(frozen=True)
+class DebianBundle(_Installer):
+    """Several Debian packages, what the nodes need of them packed into one tarball: kept in the cache
+    ``<cache>/<name>/`` as ``<name>.tar.gz`` beside a ``VERSION`` file (the first package's version).
+
+    ``system`` is how sentences name it (``Debian's Redis is not on the controller``); ``packages`` are
+    fetched in one ``apt-get download``, the first the one whose version the bundle carries; ``pack`` picks
+    the tarball's contents (:data:`Packer`); ``error`` is the adapter's own exception type, raised with one
+    sentence; ``hint`` says how to fill the cache.
+    """
+
+    name: str
+    system: str
+    packages: tuple[str, ...]
+    pack: Packer
+    hint: str
+    error: type[Exception]
+
+    @property
+    def tarball(self) -> str:
+        """The bundle's file name in the cache."""
+        return f"{self.name}.tar.gz"
+
+    def cache_dir(self) -> Path:
+        """Where the bundle is kept (outside the repository): ``<cache>/<name>``."""
+        return cache_dir(self.name)
+
+    def find(self, cache: Path | None = None) -> CachedBinary:
+        """The cached bundle (``kind`` ``bundle``); ``error`` naming what to run when there is none."""
+        cache = cache if cache is not None else self.cache_dir()
+        path = cache / self.tarball
+        if not path.is_file():
+            raise self.error(f"Debian's {self.system} is not on the controller ({path} does not exist): "
+                             f"{self.hint}")
+        version = f"{self.packages[0]} {_cached_version(cache)}"
+        return CachedBinary(path, version, sha256_of(path), kind="bundle")
+
+    def fetch(self, cache: Path | None = None, *, run: Runner = subprocess.run) -> CachedBinary:
+        """Download the packages, unpack them all into one tree, and keep the tarball of what ``pack`` chose
+        in ``cache``, replacing what was there atomically (a failed download or ``pack`` leaves the cache as
+        it was)."""
+        cache = cache if cache is not None else self.cache_dir()
+        with fetching(cache) as work:
+            try:
+                debs = download_all(self.packages, work, run=run)
+                version = package_version(debs[self.packages[0]], run=run)
+                root = work / "root"
+                for deb in debs.values():
+                    unpack(deb, root, run=run)
+                scratch = work / "tree"
+                scratch.mkdir()
+                members = self.pack(root, scratch)
+            except FetchError as exc:
+                raise self.error(str(exc)) from None
+            bundle = work / self.tarball
+            with tarfile.open(bundle, "w:gz") as tar:
+                for arcname, path in members.items():
+                    tar.add(path, arcname=arcname)
+            _keep(bundle, cache, self.tarball, version)
+        return self.find(cache)
+
+    def main(self, argv: Sequence[str] | None, prog: str, description: str) -> int:
+        """``python -m adapters.X [--force]``: fetch the packages into the cache unless the bundle is
+        there."""
+        return install_command(argv, prog=prog, description=description, name=self.name, find=self.find,
+                               fetch=self.fetch, error=self.error,
+                               without_apt=f"apt-get and dpkg-deb are needed to fetch {self.system} "
+                                           "(Debian/Ubuntu)")
 
 
 def install_command(argv: Sequence[str] | None, *, prog: str, description: str, name: str,
