@@ -1,17 +1,15 @@
 """The etcd binary the etcd adapter's ``docker`` tests upload (the container fixtures are the suite's,
-``tests/conftest.py``)."""
+``tests/conftest.py``; how a download is found is the shipped adapters', ``tests/adapters/conftest.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from adapters.etcd.install import EtcdBinary, EtcdInstallError, find_binary
+from adapters.etcd.install import EtcdBinary
+from tests.adapters.conftest import fetched
 
 
 @pytest.fixture(scope="session")
 def etcd_binary() -> EtcdBinary:
-    """The cached Debian etcd (scripts/setup.sh fetches it); a test fails, never skips, without it."""
-    try:
-        return find_binary()
-    except EtcdInstallError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    """The cached Debian etcd (scripts/setup.sh fetches it)."""
+    return fetched("etcd")

@@ -1,5 +1,7 @@
 """The etcd adapter without containers: the member's argv, the shell commands it sends, status from
-``raft.status`` (the current term, roles, leader names), and what it can and cannot take."""
+``raft.status`` (the current term, roles, leader names), and what it can and cannot take. What every
+shipped adapter does on a node (teardown, status errors, clients' homes) is tested in
+tests/adapters/test_shipped.py."""
 
 from __future__ import annotations
 
@@ -13,23 +15,9 @@ import pytest
 
 from adapters.etcd.db import BINARY, DATA_DIR, LOG_FILE, PID_FILE, EtcdDB, member_names, status_of
 from adapters.etcd.install import EtcdBinary
-from harness.db import (
-    CatchUp,
-    Clients,
-    ClockSkew,
-    Deployment,
-    LogFiles,
-    MissingCapability,
-    NodeStartError,
-    Pause,
-    Process,
-    Status,
-    StatusError,
-    check_capabilities,
-    has_capability,
-    not_applicable,
-)
+from harness.db import Deployment, NodeStartError, StatusError, capabilities, not_applicable
 from nemesis.remote import CommandResult
+from tests.adapters.conftest import RecordingRemote, opened_clients
 
 NODES = ("n1", "n2", "n3")
 DEPLOYMENT = Deployment(NODES, {n: f"peer-{n}" for n in NODES}, {n: f"10.9.0.{i}" for i, n in enumerate(NODES, 1)})
@@ -59,26 +47,8 @@ def test_each_member_starts_with_the_whole_static_cluster_and_its_own_urls() -> 
     assert (flags["--heartbeat-interval"], flags["--election-timeout"]) == ("50", "500")
 
 
-class RecordingRemote:
-    """A Remote that records every command and upload, and answers from a function of the command."""
-
-    name = "n1"
-
-    def __init__(self, answer: Callable[[str], CommandResult] = lambda cmd: CommandResult(0, "sent\n", "")) -> None:
-        self.commands: list[str] = []
-        self.uploads: list[tuple[str, str]] = []
-        self.answer = answer
-
-    def run(self, cmd: str, *, timeout: float | None = None, check: bool = True, user: str | None = None) -> CommandResult:
-        self.commands.append(cmd)
-        return self.answer(cmd)
-
-    def upload(self, local_path: Any, remote_path: str) -> None:
-        self.uploads.append((str(local_path), remote_path))
-
-
 def test_setup_uploads_the_binary_then_starts_the_member_in_the_background_and_waits_for_its_port() -> None:
-    remote = RecordingRemote(lambda cmd: CommandResult(0, "started\n", ""))
+    remote = RecordingRemote()
     _db().setup(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
     assert remote.uploads == [("/cache/etcd", BINARY)]
     start = remote.commands[-1]
@@ -116,18 +86,6 @@ def test_pausing_a_member_that_is_not_running_is_an_error_but_killing_it_is_not(
     db.kill(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="n1: etcd is not running, so it cannot take SIGSTOP"):
         db.pause(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
-
-
-def test_teardown_wipes_data_log_and_binary_even_when_the_kill_fails() -> None:
-    def answer(cmd: str) -> CommandResult:
-        if "kill -KILL" in cmd:
-            raise RuntimeError("n1: exec failed")
-        return CommandResult(0, "", "")
-
-    remote = RecordingRemote(answer)
-    with pytest.raises(RuntimeError, match="exec failed"):
-        _db().teardown(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
-    assert remote.commands[-1].startswith("rm -rf ") and DATA_DIR in remote.commands[-1]
 
 
 RAFT_LEADER = {"id": "a1", "term": 7, "vote": "a1", "commit": 40, "lead": "a1", "raftState": "StateLeader",
@@ -168,44 +126,19 @@ def test_status_asks_debug_vars_and_learns_the_leaders_name_from_the_member_list
     assert status["role"] == "follower" and status["term"] == 7 and status["leader"] == "n3"
 
 
-def test_a_status_that_cannot_be_had_says_whether_the_member_certainly_did_not_answer() -> None:
-    def refused(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused")
-
-    def slow(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("timed out")
-
-    with pytest.raises(StatusError) as down:
-        asyncio.run(_db(refused).status(DEPLOYMENT, "n1", 1.0))
-    assert down.value.definite
-    with pytest.raises(StatusError) as paused:
-        asyncio.run(_db(slow).status(DEPLOYMENT, "n1", 1.0))
-    assert not paused.value.definite
+def test_debug_vars_without_raft_status_is_a_status_error() -> None:
     with pytest.raises(StatusError, match="no raft.status"):
         asyncio.run(_db(lambda r: httpx.Response(200, json={"cmdline": []})).status(DEPLOYMENT, "n1", 1.0))
 
 
 def test_capabilities_everything_but_clock_skew_and_catch_up_and_every_checker_applies() -> None:
     db = _db()
-    for capability in (Clients, Process, Pause, Status, LogFiles):
-        assert has_capability(db, capability), capability.__name__
-    assert not has_capability(db, ClockSkew) and not has_capability(db, CatchUp)
-    check_capabilities(db, ("partition", "kill", "pause"), workload="register")
-    with pytest.raises(MissingCapability, match="'clock' nemesis needs the DB capability ClockSkew"):
-        check_capabilities(db, ("clock",), workload="register")
-    with pytest.raises(MissingCapability, match="runs the workloads register, not 'queue'"):
-        check_capabilities(db, (), workload="queue")
+    assert capabilities(db) == ["Clients", "Process", "Pause", "Status", "LogFiles"]
+    assert db.workloads == ("register",) and "ClockSkew" in db.impossible
     assert not_applicable(db) == {}
     assert db.log_files(DEPLOYMENT, "n1") == {LOG_FILE: "etcd.log"}
 
 
-def test_clients_are_at_home_on_a_member_chosen_by_process_id() -> None:
-    db = _db(reads="serializable")
-
-    async def homes() -> list[tuple[str, str]]:
-        clients = [await db.open_client(DEPLOYMENT, p, 2.0) for p in (0, 1, 5)]
-        for client in clients:
-            await client.close()
-        return [(c.home, c.reads) for c in clients]
-
-    assert asyncio.run(homes()) == [("n1", "serializable"), ("n2", "serializable"), ("n3", "serializable")]
+def test_every_client_reads_as_the_adapter_was_told() -> None:
+    clients = opened_clients(_db(reads="serializable"), DEPLOYMENT, range(len(NODES)))
+    assert [client.reads for client in clients] == ["serializable"] * len(NODES)

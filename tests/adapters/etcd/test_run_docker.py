@@ -9,12 +9,11 @@ run`` uses by default is tested on its own (tests/harness/test_analysis_pipeline
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from adapters.etcd.install import EtcdBinary
-from harness.cli import main
+from tests.adapters.conftest import harness_run
 
 pytestmark = pytest.mark.docker
 
@@ -22,16 +21,10 @@ NODES = ("n1", "n2", "n3", "n4", "n5")
 CHECKERS = ("linearizable", "durability", "single-leader-per-term", "lsn-monotonicity")
 
 
-def _harness_run(store: Path, *argv: str) -> tuple[int, Path, dict]:
-    code = main(["run", *argv, "--store", str(store), "--analysis", "direct", "--no-live"])
-    run_dir = (store / "latest").resolve()
-    return code, run_dir, json.loads((run_dir / "results.json").read_text())
-
-
 def test_five_members_under_partition_kill_and_pause_for_30_s_are_valid(
     docker_engine, etcd_binary: EtcdBinary, run_ids, tmp_path
 ) -> None:
-    code, run_dir, results = _harness_run(
+    code, run_dir, results = harness_run(
         tmp_path / "store", "--db", "etcd", "--nodes", "5", "--workload", "register",
         "--nemesis", "partition,kill,pause", "--time-limit", "30", "--nemesis-interval", "4", "--seed", "1",
     )
@@ -66,7 +59,7 @@ def test_five_members_under_partition_kill_and_pause_for_30_s_are_valid(
 
 
 def test_serializable_reads_are_caught_as_invalid(docker_engine, etcd_binary: EtcdBinary, run_ids, tmp_path) -> None:
-    code, run_dir, results = _harness_run(
+    code, run_dir, results = harness_run(
         tmp_path / "store", "--db", "etcd", "--db-opt", "reads=serializable", "--nodes", "5",
         "--workload", "register", "--nemesis", "partition", "--time-limit", "30", "--seed", "1",
     )

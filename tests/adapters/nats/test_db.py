@@ -1,5 +1,7 @@
 """The NATS adapter without containers: each server's configuration, the shell commands it sends, status
-from ``/jsz`` (the meta group at the top, a group per stream), and what it can and cannot take."""
+from ``/jsz`` (the meta group at the top, a group per stream), and what it can and cannot take. What every
+shipped adapter does on a node (teardown, status errors, clients' homes) is tested in
+tests/adapters/test_shipped.py."""
 
 from __future__ import annotations
 
@@ -22,22 +24,8 @@ from adapters.nats.db import (
     status_of,
 )
 from adapters.nats.install import NatsBinary
-from harness.db import (
-    CatchUp,
-    Clients,
-    ClockSkew,
-    Deployment,
-    LogFiles,
-    MissingCapability,
-    Pause,
-    Process,
-    Status,
-    StatusError,
-    check_capabilities,
-    has_capability,
-    not_applicable,
-)
-from nemesis.remote import CommandResult
+from harness.db import Deployment, StatusError, capabilities, not_applicable
+from tests.adapters.conftest import RecordingRemote, opened_clients
 
 NODES = ("n1", "n2", "n3")
 DEPLOYMENT = Deployment(NODES, {n: f"peer-{n}" for n in NODES}, {n: f"10.9.0.{i}" for i, n in enumerate(NODES, 1)})
@@ -60,30 +48,8 @@ def test_each_server_is_named_after_its_node_and_routes_to_every_other_one() -> 
     assert config.count("{") == config.count("}") == 2
 
 
-class RecordingRemote:
-    """A Remote that records every command, upload and written file, and answers from a function."""
-
-    name = "n1"
-
-    def __init__(self, answer: Callable[[str], CommandResult] = lambda cmd: CommandResult(0, "sent\n", "")) -> None:
-        self.commands: list[str] = []
-        self.uploads: list[tuple[str, str]] = []
-        self.files: dict[str, bytes] = {}
-        self.answer = answer
-
-    def run(self, cmd: str, *, timeout: float | None = None, check: bool = True, user: str | None = None) -> CommandResult:
-        self.commands.append(cmd)
-        return self.answer(cmd)
-
-    def upload(self, local_path: Any, remote_path: str) -> None:
-        self.uploads.append((str(local_path), remote_path))
-
-    def write_file(self, remote_path: str, data: bytes, mode: int = 0o644) -> None:
-        self.files[remote_path] = data
-
-
 def test_setup_uploads_the_binary_and_config_then_starts_the_server_and_waits_for_its_client_port() -> None:
-    remote = RecordingRemote(lambda cmd: CommandResult(0, "started\n", ""))
+    remote = RecordingRemote()
     _db().setup(DEPLOYMENT, "n3", remote)  # type: ignore[arg-type]
     assert remote.uploads == [("/cache/nats-server", BINARY)]
     assert remote.files[CONFIG_FILE].decode() == server_config(DEPLOYMENT, "n3")
@@ -95,18 +61,6 @@ def test_the_server_is_a_daemon_with_its_pid_file_and_log() -> None:
     daemon = _db().daemon(DEPLOYMENT, "n2")
     assert list(daemon.argv) == [BINARY, "-c", CONFIG_FILE]
     assert (daemon.pid_file, daemon.output_file) == (PID_FILE, LOG_FILE) and DATA_DIR in daemon.directories
-
-
-def test_teardown_wipes_store_log_and_binary_even_when_the_kill_fails() -> None:
-    def answer(cmd: str) -> CommandResult:
-        if "kill -KILL" in cmd or "KILL" in cmd:
-            raise RuntimeError("n1: exec failed")
-        return CommandResult(0, "", "")
-
-    remote = RecordingRemote(answer)
-    with pytest.raises(RuntimeError, match="exec failed"):
-        _db().teardown(DEPLOYMENT, "n1", remote)  # type: ignore[arg-type]
-    assert remote.commands[-1].startswith("rm -rf ") and DATA_DIR in remote.commands[-1]
 
 
 def _stream(name: str, leader: str, last_seq: int) -> dict[str, Any]:
@@ -154,48 +108,22 @@ def test_status_asks_the_servers_own_monitoring_endpoint() -> None:
     assert status["node"] == "n3" and status["leader"] == "n2"
 
 
-def test_a_status_that_cannot_be_had_says_whether_the_server_certainly_did_not_answer() -> None:
-    def refused(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused")
-
-    def slow(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("timed out")
-
-    with pytest.raises(StatusError) as down:
-        asyncio.run(_db(refused).status(DEPLOYMENT, "n1", 1.0))
-    assert down.value.definite
-    with pytest.raises(StatusError) as paused:
-        asyncio.run(_db(slow).status(DEPLOYMENT, "n1", 1.0))
-    assert not paused.value.definite
+def test_an_answer_without_jetstream_state_is_a_status_error() -> None:
     with pytest.raises(StatusError, match="no JetStream state"):
         asyncio.run(_db(lambda r: httpx.Response(503, text="no")).status(DEPLOYMENT, "n1", 1.0))
 
 
 def test_capabilities_everything_but_clock_skew_and_catch_up_and_no_terms_to_judge() -> None:
     db = _db()
-    for capability in (Clients, Process, Pause, Status, LogFiles):
-        assert has_capability(db, capability), capability.__name__
-    assert not has_capability(db, ClockSkew) and not has_capability(db, CatchUp)
-    check_capabilities(db, ("partition", "kill", "pause"), workload="log")
-    with pytest.raises(MissingCapability, match="'clock' nemesis needs the DB capability ClockSkew"):
-        check_capabilities(db, ("clock",), workload="log")
-    with pytest.raises(MissingCapability, match="runs the workloads log, not 'register'"):
-        check_capabilities(db, (), workload="register")
+    assert capabilities(db) == ["Clients", "Process", "Pause", "Status", "LogFiles"]
+    assert db.workloads == ("log",) and "ClockSkew" in db.impossible
     assert set(not_applicable(db)) == {"single-leader-per-term"}
     assert db.log_files(DEPLOYMENT, "n1") == {LOG_FILE: "nats.log"}
 
 
-def test_clients_share_what_streams_exist_and_are_at_home_by_process_id() -> None:
+def test_clients_share_what_streams_exist_and_the_streams_settings() -> None:
     db = _db(replicas=1, storage="memory")
-
-    async def clients() -> list[Any]:
-        opened = [await db.open_client(DEPLOYMENT, p, 2.0) for p in (0, 1, 5)]
-        for client in opened:
-            await client.close()
-        return opened
-
-    opened = asyncio.run(clients())
-    assert [c.home for c in opened] == ["n1", "n2", "n3"]
+    opened = opened_clients(db, DEPLOYMENT, range(len(NODES)))
     assert all(c.known_streams is db.known_streams and (c.replicas, c.storage) == (1, "memory") for c in opened)
     assert opened[0].addresses["n2"] == "nats://10.9.0.2:4222"
     assert db.version() == {"binary": "/cache/nats-server", "version": "nats-server 2.9.10-1+b3",

@@ -9,28 +9,21 @@ own (tests/harness/test_analysis_pipeline.py).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from adapters.nats.install import NatsBinary
-from harness.cli import main
+from tests.adapters.conftest import harness_run
 
 pytestmark = pytest.mark.docker
 
 NODES = ("n1", "n2", "n3")
 
 
-def _harness_run(store: Path, *argv: str) -> tuple[int, Path, dict]:
-    code = main(["run", *argv, "--store", str(store), "--analysis", "direct", "--no-live"])
-    run_dir = (store / "latest").resolve()
-    return code, run_dir, json.loads((run_dir / "results.json").read_text())
-
-
 def test_three_servers_under_partition_kill_and_pause_are_valid(
     docker_engine, nats_binary: NatsBinary, run_ids, tmp_path
 ) -> None:
-    code, run_dir, results = _harness_run(
+    code, run_dir, results = harness_run(
         tmp_path / "store", "--db", "nats", "--nodes", "3", "--workload", "log",
         "--nemesis", "partition,kill,pause", "--time-limit", "30", "--seed", "101",
     )
@@ -62,7 +55,7 @@ def test_three_servers_under_partition_kill_and_pause_are_valid(
 def test_streams_of_one_replica_in_memory_lose_acknowledged_appends_under_kills(
     docker_engine, nats_binary: NatsBinary, run_ids, tmp_path
 ) -> None:
-    code, run_dir, results = _harness_run(
+    code, run_dir, results = harness_run(
         tmp_path / "store", "--db", "nats", "--db-opt", "replicas=1", "--db-opt", "storage=memory",
         "--nodes", "3", "--workload", "log", "--nemesis", "kill", "--time-limit", "30", "--seed", "201",
         # A stream of one replica on a killed server has no leader until that server is back; the final phase

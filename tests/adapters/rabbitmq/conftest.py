@@ -1,22 +1,16 @@
-"""Fixtures of the RabbitMQ adapter's tests: the bundle the ``docker`` test uploads (fetched with apt when the
-cache lacks it)."""
+"""The RabbitMQ bundle the adapter's ``docker`` test uploads (the container fixtures are the suite's,
+``tests/conftest.py``; how a download is found, or fetched, is the shipped adapters',
+``tests/adapters/conftest.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from adapters.rabbitmq.install import RabbitBundle, RabbitInstallError, fetch, find_bundle
+from adapters.rabbitmq.install import RabbitBundle
+from tests.adapters.conftest import fetched
 
 
 @pytest.fixture(scope="session")
 def rabbitmq_bundle() -> RabbitBundle:
-    """The cached Debian RabbitMQ bundle, fetched through the machine's apt if missing; a test fails, never
-    skips, without it."""
-    try:
-        return find_bundle()
-    except RabbitInstallError:
-        pass
-    try:
-        return fetch()
-    except RabbitInstallError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    """The cached Debian RabbitMQ bundle, fetched through the machine's apt if missing."""
+    return fetched("rabbitmq")

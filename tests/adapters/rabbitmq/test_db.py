@@ -1,5 +1,7 @@
 """The RabbitMQ adapter on its own: configuration and environment per node, status from the management API
-(through ``httpx.MockTransport``), and setup and teardown through a fake Remote."""
+(through ``httpx.MockTransport``), and setup and teardown through a recording Remote. What every shipped
+adapter does on a node (teardown when the kill fails, status errors, clients' homes) is tested in
+tests/adapters/test_shipped.py."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from adapters.rabbitmq.db import (
 )
 from adapters.rabbitmq.install import RabbitBundle
 from harness.db import Deployment, Status, StatusError, capabilities
+from tests.adapters.conftest import RecordingRemote
 from workloads.queue import Delivery
 
 DEPLOYMENT = Deployment(nodes=("n1", "n2", "n3"), peer_hosts={"n1": "n1", "n2": "n2", "n3": "n3"},
@@ -74,17 +77,6 @@ def test_status_asks_the_nodes_management_api() -> None:
     assert status["groups"][0]["role"] == "leader"
 
 
-@pytest.mark.parametrize(("error", "definite"), [(httpx.ConnectError("refused"), True),
-                                                 (httpx.ReadTimeout("slow"), False)])
-def test_a_node_that_does_not_answer_is_a_status_error(error: Exception, definite: bool) -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        raise error
-
-    with pytest.raises(StatusError) as caught:
-        asyncio.run(_db(handler).status(DEPLOYMENT, "n1", 1.0))
-    assert caught.value.definite is definite
-
-
 def test_an_answer_that_is_not_a_queue_list_may_pass() -> None:
     with pytest.raises(StatusError, match="HTTP 503") as caught:
         asyncio.run(_db(lambda request: httpx.Response(503, text="paused")).status(DEPLOYMENT, "n1", 1.0))
@@ -93,36 +85,16 @@ def test_an_answer_that_is_not_a_queue_list_may_pass() -> None:
 
 def test_capabilities_contract_and_what_cannot_be_judged() -> None:
     db = RabbitDB(BUNDLE)
-    assert {"Clients", "Process", "Pause", "Status", "LogFiles"} <= set(capabilities(db))
-    assert isinstance(db, Status)
+    assert capabilities(db) == ["Clients", "Process", "Pause", "Status", "LogFiles"]
+    assert isinstance(db, Status) and db.workloads == ("queue",)
     assert db.delivery == Delivery(dedup=False, redelivery="close", in_flight=False)
     assert set(db.not_applicable) == {"single-leader-per-term", "lsn-monotonicity"}
     with pytest.raises(ValueError, match="queue_type"):
         RabbitDB(BUNDLE, queue_type="stream")
 
 
-class FakeRemote:
-    """Records commands, uploads and files; every command succeeds (the daemon scripts print nothing)."""
-
-    def __init__(self) -> None:
-        self.commands: list[str] = []
-        self.uploads: list[tuple[str, str]] = []
-        self.files: dict[str, bytes] = {}
-        self.name = "fake"
-
-    def run(self, command: str, timeout: float = 30.0, check: bool = True) -> Any:
-        self.commands.append(command)
-        return type("Result", (), {"exit_code": 0, "ok": True, "stdout": "started", "stderr": ""})()
-
-    def upload(self, local_path: Any, remote_path: str) -> None:
-        self.uploads.append((str(local_path), remote_path))
-
-    def write_file(self, remote_path: str, data: bytes, mode: int = 0o644) -> None:
-        self.files[remote_path] = data
-
-
 def test_setup_of_a_joining_node_waits_for_the_first_then_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    remote = FakeRemote()
+    remote = RecordingRemote()
     RabbitDB(BUNDLE).setup(DEPLOYMENT, "n2", remote)
     assert remote.uploads == [(str(BUNDLE.path), BUNDLE_FILE)]
     assert b"classic_config.nodes.1 = rabbit@n1" in remote.files[CONFIG_FILE]
@@ -134,7 +106,7 @@ def test_setup_of_a_joining_node_waits_for_the_first_then_starts(monkeypatch: py
 
 
 def test_the_last_nodes_setup_waits_for_the_cluster_and_declares_q0(monkeypatch: pytest.MonkeyPatch) -> None:
-    db, remote = RabbitDB(BUNDLE), FakeRemote()
+    db, remote = RabbitDB(BUNDLE), RecordingRemote()
     done = []
     monkeypatch.setattr(db, "_await_cluster", lambda deployment, node: done.append(("cluster", node)))
     monkeypatch.setattr(db, "_predeclare", lambda deployment, node: done.append(("declare", node)))
@@ -143,7 +115,7 @@ def test_the_last_nodes_setup_waits_for_the_cluster_and_declares_q0(monkeypatch:
 
 
 def test_teardown_kills_the_broker_and_epmd_and_removes_everything() -> None:
-    remote = FakeRemote()
+    remote = RecordingRemote()
     RabbitDB(BUNDLE).teardown(DEPLOYMENT, "n1", remote)
     assert remote.commands[-1] == ("rm -rf /var/lib/chaos-rabbitmq /var/log/chaos-rabbitmq /var/run/chaos-rabbitmq "
                                    "/opt/chaos-rabbitmq")

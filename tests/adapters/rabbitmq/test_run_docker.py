@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from adapters.rabbitmq.install import RabbitBundle
-from harness.cli import main
-from harness.platforms.docker import LABEL_RUN
+from tests.adapters.conftest import harness_run, left_behind
 
 pytestmark = pytest.mark.docker
 
@@ -26,11 +25,9 @@ NODES = ("n1", "n2", "n3")
 def test_three_brokers_under_partitions_complete_with_a_verdict(
     docker_engine, rabbitmq_bundle: RabbitBundle, run_ids, tmp_path: Path
 ) -> None:
-    store = tmp_path / "store"
-    code = main(["run", "--db", "rabbitmq", "--workload", "queue", "--nodes", "3", "--nemesis", "partition",
-                 "--time-limit", "15", "--seed", "31", "--store", str(store), "--analysis", "direct", "--no-live"])
-    run_dir = (store / "latest").resolve()
-    results = json.loads((run_dir / "results.json").read_text())
+    code, run_dir, results = harness_run(tmp_path / "store", "--db", "rabbitmq", "--workload", "queue",
+                                         "--nodes", "3", "--nemesis", "partition", "--time-limit", "15",
+                                         "--seed", "31")
     summaries = {name: verdict["summary"] for name, verdict in results["checkers"].items()}
     assert code in (0, 1) and results["valid"] in (True, False), summaries
     assert results["valid"] is (code == 0)
@@ -56,6 +53,4 @@ def test_three_brokers_under_partitions_complete_with_a_verdict(
     harness_log = (run_dir / "harness.log").read_text()
     assert "teardown: stop and wipe the DB: done" in harness_log
     assert run_ids and len(run_ids) == 1
-    mine = {"label": f"{LABEL_RUN}={run_ids[0]}"}
-    left = docker_engine.containers.list(all=True, filters=mine) + docker_engine.networks.list(filters=mine)
-    assert not left, [item.name for item in left]
+    assert left_behind(docker_engine, run_ids[0]) == []

@@ -1,5 +1,6 @@
-"""Fixtures of the Redis adapter's tests: the bundle the ``docker`` test uploads (fetched with apt when the
-cache lacks it), and a fake network of Redis servers and Sentinels for the fast tests."""
+"""Fixtures of the Redis adapter's tests: the bundle the ``docker`` test uploads (found, or fetched with apt,
+as every shipped adapter's download: ``tests/adapters/conftest.py``), and a fake network of Redis servers
+and Sentinels for the fast tests."""
 
 from __future__ import annotations
 
@@ -10,21 +11,14 @@ from typing import Any
 import pytest
 
 from adapters.redis.client import ReplyError, Unreachable
-from adapters.redis.install import RedisBundle, RedisInstallError, fetch, find_bundle
+from adapters.redis.install import RedisBundle
+from tests.adapters.conftest import fetched
 
 
 @pytest.fixture(scope="session")
 def redis_bundle() -> RedisBundle:
-    """The cached Debian Redis bundle, fetched through the machine's apt if missing; a test fails, never
-    skips, without it."""
-    try:
-        return find_bundle()
-    except RedisInstallError:
-        pass
-    try:
-        return fetch()
-    except RedisInstallError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    """The cached Debian Redis bundle, fetched through the machine's apt if missing."""
+    return fetched("redis")
 
 
 HANG = object()

@@ -1,12 +1,12 @@
 """The Redis adapter without a node: its configuration files, status parsing (the master set as one group,
-the Sentinel's config epoch as its term only where the Sentinel backs the master), catch-up, and the
-commands it runs on a node (recorded by a fake Remote)."""
+the Sentinel's config epoch as its term only where the Sentinel backs the master), what it can take,
+catch-up, and the commands it runs on a node (recorded by a Remote). What every shipped adapter does on a
+node (teardown when the kill fails, clients' homes) is tested in tests/adapters/test_shipped.py."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,7 +15,9 @@ from adapters.redis.db import (
     BUNDLE_FILE,
     GROUP,
     REDIS_CONFIG,
+    REDIS_LOG,
     SENTINEL_CONFIG,
+    SENTINEL_LOG,
     RedisDB,
     pairs,
     parse_info,
@@ -25,7 +27,8 @@ from adapters.redis.db import (
     status_of,
 )
 from adapters.redis.install import RedisBundle
-from harness.db import Deployment, StatusError
+from harness.db import Deployment, StatusError, capabilities, not_applicable
+from tests.adapters.conftest import RecordingRemote
 from tests.adapters.redis.conftest import FakeNetwork
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
@@ -99,6 +102,13 @@ def test_a_replica_follows_its_master_host_in_its_sentinels_epoch() -> None:
     assert (entry["role"], entry["leader"], entry["term"]) == ("follower", "n1", 2)
 
 
+def test_capabilities_catch_up_but_no_clock_skew_and_no_lsn_to_judge() -> None:
+    db = RedisDB(BUNDLE)
+    assert capabilities(db) == ["Clients", "CatchUp", "Process", "Pause", "Status", "LogFiles"]
+    assert db.workloads == ("register",) and set(not_applicable(db)) == {"lsn-monotonicity"}
+    assert db.log_files(DEPLOYMENT, "n1") == {REDIS_LOG: "redis.log", SENTINEL_LOG: "sentinel.log"}
+
+
 # -- over a fake network ---------------------------------------------------------------------------------
 
 
@@ -154,27 +164,8 @@ def test_a_master_has_caught_up_only_while_its_sentinel_backs_it(network: FakeNe
 # -- on a node, through a fake Remote ---------------------------------------------------------------------
 
 
-class FakeRemote:
-    """Records commands, uploads and files; every command succeeds (the daemon scripts print nothing)."""
-
-    def __init__(self) -> None:
-        self.commands: list[str] = []
-        self.uploads: list[tuple[str, str]] = []
-        self.files: dict[str, bytes] = {}
-
-    def run(self, command: str, timeout: float = 30.0, check: bool = True) -> Any:
-        self.commands.append(command)
-        return type("Result", (), {"exit_code": 0, "ok": True, "stdout": "started", "stderr": ""})()
-
-    def upload(self, local_path: Any, remote_path: str) -> None:
-        self.uploads.append((str(local_path), remote_path))
-
-    def write_file(self, remote_path: str, data: bytes, mode: int = 0o644) -> None:
-        self.files[remote_path] = data
-
-
 def test_setup_uploads_unpacks_configures_and_starts_both_processes() -> None:
-    remote = FakeRemote()
+    remote = RecordingRemote()
     RedisDB(BUNDLE, min_replicas=1).setup(DEPLOYMENT, "n2", remote)
     assert remote.uploads == [(str(BUNDLE.path), BUNDLE_FILE)]
     assert any(c.startswith(f"tar -xzf {BUNDLE_FILE} -C /opt/chaos-redis") for c in remote.commands)
@@ -186,7 +177,7 @@ def test_setup_uploads_unpacks_configures_and_starts_both_processes() -> None:
 
 
 def test_teardown_kills_both_and_removes_every_directory() -> None:
-    remote = FakeRemote()
+    remote = RecordingRemote()
     RedisDB(BUNDLE).teardown(DEPLOYMENT, "n1", remote)
     assert remote.commands[-1] == "rm -rf /var/lib/chaos-redis /var/log/chaos-redis /var/run/chaos-redis /opt/chaos-redis"
     assert sum("sentinel.pid" in c for c in remote.commands[:-1]) >= 1

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from adapters.redis.install import RedisBundle
-from harness.cli import main
-from harness.platforms.docker import LABEL_RUN
+from tests.adapters.conftest import harness_run, left_behind
 
 pytestmark = pytest.mark.docker
 
@@ -29,11 +28,8 @@ NODES = ("n1", "n2", "n3")
 def test_three_nodes_under_partitions_complete_with_writes_through_the_master(
     docker_engine, redis_bundle: RedisBundle, run_ids, tmp_path: Path
 ) -> None:
-    store = tmp_path / "store"
-    code = main(["run", "--db", "redis", "--nodes", "3", "--nemesis", "partition", "--time-limit", "20",
-                 "--seed", "27", "--store", str(store), "--analysis", "direct", "--no-live"])
-    run_dir = (store / "latest").resolve()
-    results = json.loads((run_dir / "results.json").read_text())
+    code, run_dir, results = harness_run(tmp_path / "store", "--db", "redis", "--nodes", "3",
+                                         "--nemesis", "partition", "--time-limit", "20", "--seed", "27")
     summaries = {name: verdict["summary"] for name, verdict in results["checkers"].items()}
     assert code in (0, 1) and results["valid"] in (True, False), summaries
     assert results["valid"] is (code == 0)
@@ -68,6 +64,4 @@ def test_three_nodes_under_partitions_complete_with_writes_through_the_master(
     harness_log = (run_dir / "harness.log").read_text()
     assert "teardown: stop and wipe the DB: done" in harness_log
     assert run_ids and len(run_ids) == 1
-    mine = {"label": f"{LABEL_RUN}={run_ids[0]}"}
-    left = docker_engine.containers.list(all=True, filters=mine) + docker_engine.networks.list(filters=mine)
-    assert not left, [item.name for item in left]
+    assert left_behind(docker_engine, run_ids[0]) == []
