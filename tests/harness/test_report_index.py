@@ -72,7 +72,9 @@ def test_index_page_links_reports_escapes_names_and_filters_inline(store: Path) 
 
 
 def test_suite_page_links_each_run_report(store: Path) -> None:
-    html = (store / "suites" / "nightly" / "20251113T020000" / "suite.html").read_text(encoding="utf-8")
+    # Written here, not left to the test above: under pytest-xdist the two may run in different workers.
+    write_report(store / "cluster-raft-bug<b>" / "20251113T021304")
+    html = write_suite_page(store / "suites" / "nightly" / "20251113T020000").read_text(encoding="utf-8")
     assert 'href="../../../cluster-raft-bug%3Cb%3E/20251113T021304/report.html"' in html
     assert "1 lost &lt;i&gt;" in html and ">failed</div>" in html
     entries = html[html.index('id="entries"'):html.index("<h2>Runs</h2>")]
