@@ -158,15 +158,7 @@ def run(
     timings: dict[str, Any] = {"started": started_wall.isoformat(timespec="seconds")}
     test_doc = test_record(comp, timings, reproduces, replay_command)
     test_doc["controller"] = lifecycle.Controller.current().to_json()
-    store.write_json(directory.test_json, test_doc)
-    if schedule is None:
-        schedule = comp.schedule()
-    store.write_jsonl(directory.schedule, (entry.to_json() for entry in schedule))
-    if scripts is not None:
-        # The run's operations are these, not the workload's streams: a replay must use them too.
-        store.append_jsonl(directory.schedule, script_lines(scripts))
-        test_doc["scripted"] = True
-        store.write_json(directory.test_json, test_doc)
+    schedule = _store_plan(directory, comp, test_doc, schedule, scripts)
     log.info("run %s: seed %d, %s", directory.path, spec.seed, comp.command())
 
     error: str | None = None
@@ -194,31 +186,7 @@ def run(
                 # Epoch seconds at history time 0: lets the report place journals on the history's axis.
                 timings["history_started_wall"] = session.wall_at(history.start_ns)
 
-            interpreter = Interpreter(
-                history,
-                nodes=comp.node_names,
-                workload=comp.workload,
-                open_client=session.open_client,
-                config=InterpreterConfig(
-                    concurrency=spec.concurrency,
-                    time_limit=spec.time_limit,
-                    op_timeout=spec.op_timeout + 1.0,
-                    recovery_timeout=spec.recovery_timeout,
-                    leader_timeout=spec.leader_timeout,
-                    client_binding=spec.client_binding,
-                    leader_group=spec.leader_group,
-                    pacing=rules_for(spec.storm_pacing),
-                ),
-                nemesis=session.nemesis,
-                schedule=schedule,
-                status=session.status,
-                caught_up=session.caught_up,
-                stats=stats,
-                run_fault=session.run_fault,
-                scripts=scripts,
-                on_start=history_started,
-                rng=rng_for(spec.seed, "leader-group"),
-            )
+            interpreter = _interpreter(comp, session, history, schedule, stats, scripts, history_started)
             session.execute(_bounded(interpreter, session.bound))
             timings["interpreted_s"] = round(time.monotonic() - started, 3)
     except KeyboardInterrupt:
@@ -299,6 +267,66 @@ def run(
         invoked=dict(interpreter.invoked) if interpreter is not None else {},
         schedule=tuple(schedule),
         judged=judged,
+    )
+
+
+def _store_plan(
+    directory: store.RunDir,
+    comp: Composition,
+    test_doc: dict[str, Any],
+    schedule: Sequence[ScheduledFault] | None,
+    scripts: Mapping[int, Sequence[Op]] | None,
+) -> Sequence[ScheduledFault]:
+    """Write ``test.json`` and ``schedule.jsonl`` (the given ``schedule``, else what the seed generates,
+    and the ``scripts`` that replace the workload's streams): the plan a replay follows. Returns the
+    schedule."""
+    store.write_json(directory.test_json, test_doc)
+    if schedule is None:
+        schedule = comp.schedule()
+    store.write_jsonl(directory.schedule, (entry.to_json() for entry in schedule))
+    if scripts is not None:
+        # The run's operations are these, not the workload's streams: a replay must use them too.
+        store.append_jsonl(directory.schedule, script_lines(scripts))
+        test_doc["scripted"] = True
+        store.write_json(directory.test_json, test_doc)
+    return schedule
+
+
+def _interpreter(
+    comp: Composition,
+    session: Session,
+    history: HistoryWriter,
+    schedule: Sequence[ScheduledFault],
+    stats: RunStats,
+    scripts: Mapping[int, Sequence[Op]] | None,
+    on_start: Callable[[], None],
+) -> Interpreter:
+    """The interpreter of ``comp``'s test on the deployed ``session`` (step 5 of :func:`run`)."""
+    spec = comp.spec
+    return Interpreter(
+        history,
+        nodes=comp.node_names,
+        workload=comp.workload,
+        open_client=session.open_client,
+        config=InterpreterConfig(
+            concurrency=spec.concurrency,
+            time_limit=spec.time_limit,
+            op_timeout=spec.op_timeout + 1.0,
+            recovery_timeout=spec.recovery_timeout,
+            leader_timeout=spec.leader_timeout,
+            client_binding=spec.client_binding,
+            leader_group=spec.leader_group,
+            pacing=rules_for(spec.storm_pacing),
+        ),
+        nemesis=session.nemesis,
+        schedule=schedule,
+        status=session.status,
+        caught_up=session.caught_up,
+        stats=stats,
+        run_fault=session.run_fault,
+        scripts=scripts,
+        on_start=on_start,
+        rng=rng_for(spec.seed, "leader-group"),
     )
 
 
