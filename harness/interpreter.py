@@ -908,21 +908,31 @@ class Interpreter:
     async def _served_at(self, since: float, until: float, poll: float) -> float | None:
         """The run's offset at which a chaos-phase operation was first seen completing ``ok`` since
         ``since`` (interpreter clock), looking until offset ``until``; ``None`` if none did."""
-        assert self._stopping is not None
-        while self._last_ok < since:
-            if self.elapsed() >= until or self._stopping.is_set():
-                return None
-            await self._stopping.wait_at_most(min(poll, max(until - self.elapsed(), 0.0)))
-        return self.elapsed()
+        served = await self._poll(lambda: self._last_ok >= since, until, poll, self._stopping)
+        return self.elapsed() if served else None
 
     async def _wait_for(self, seen: Callable[[], bool], bound: float, poll: float) -> bool:
         """Wait until ``seen()``, at most ``bound`` seconds (or until the time limit): whether it was."""
-        assert self._stopping is not None
-        until = self.elapsed() + bound
+        return await self._poll(seen, self.elapsed() + bound, poll, self._stopping)
+
+    async def _poll(self, seen: Callable[[], bool], until: float, poll: float,
+                    interrupt: Signal | None = None) -> bool:
+        """Look at ``seen()`` every ``poll`` seconds until it holds (``True``), the run's offset ``until``
+        or ``interrupt`` (``False``). The last wait is the rest up to ``until``, and then the answer is
+        final: asking the clock again could leave a rest a rounding error above zero, a wait that ends at
+        once, and in virtual time, where the clock moves only when every task waits, a loop that never
+        ends (a simulated storm's successor wait once did)."""
         while not seen():
-            if self.elapsed() >= until or self._stopping.is_set():
+            rest = until - self.elapsed()
+            if rest <= 0 or (interrupt is not None and interrupt.is_set()):
                 return False
-            await self._stopping.wait_at_most(min(poll, max(until - self.elapsed(), 0.0)))
+            last = rest <= poll
+            if interrupt is None:
+                await asyncio.sleep(rest if last else poll)
+            else:
+                await interrupt.wait_at_most(rest if last else poll)
+            if last:
+                return seen()
         return True
 
     async def _apply_fault_in_turn(self, fault: Any) -> Outcome:
@@ -985,13 +995,12 @@ class Interpreter:
             return
         healed_at = self.clock()
         deadline = self.elapsed() + self.config.recovery_timeout
-        while not self.view.recovered(since=healed_at):
-            if self.elapsed() >= deadline:
-                log.warning("no leader confirmed by itself and a majority after the heal within %.0f s (%s)",
-                            self.config.recovery_timeout, ", ".join(self.view.unrecovered(since=healed_at)))
-                self.stats.recovered = False
-                return
-            await asyncio.sleep(min(self.config.status_interval / 4, max(deadline - self.elapsed(), 0.0)))
+        if not await self._poll(lambda: self.view.recovered(since=healed_at), deadline,
+                                self.config.status_interval / 4):
+            log.warning("no leader confirmed by itself and a majority after the heal within %.0f s (%s)",
+                        self.config.recovery_timeout, ", ".join(self.view.unrecovered(since=healed_at)))
+            self.stats.recovered = False
+            return
         self.stats.recovered = True
 
     async def _final_phase(self) -> None:

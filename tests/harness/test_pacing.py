@@ -266,3 +266,18 @@ def test_storm_pacing_is_chosen_per_run_and_a_bad_choice_is_named() -> None:
     assert TestSpec(seed=1, db="cluster").storm_pacing == STORM_PACINGS[0] == "clock"
     with pytest.raises(ConfigError, match="--storm-pacing must be one of clock, system, not 'fast'"):
         TestSpec(seed=1, db="cluster", storm_pacing="fast").check()
+
+
+@pytest.mark.timeout(120)
+def test_a_paced_wait_whose_rest_is_a_rounding_error_ends_in_the_simulator(tmp_path) -> None:
+    # Fluvio, seed 12, both storms paced: at 16 simulated seconds a successor wait was left with a rest
+    # a rounding error above zero, which waits no virtual time; the wait asked the clock again and again
+    # and the simulation never ended (wall time without end). Its last wait is now the rest, and final.
+    from harness.sim.run import simulate
+
+    spec = TestSpec(seed=12, db="cluster", db_options={"mode": "fluvio"}, platform="sim",
+                    nemesis=("leader-churn", "timeout-storm"), time_limit=17.0, client_binding="node",
+                    storm_pacing="system", store=str(tmp_path))
+    result = simulate(spec, tmp_path / "run", checkers=())
+    assert result.sim_seconds >= 17.0
+    assert result.results["stats"]["pacing"]["leader-churn"]["steps"] >= 5
