@@ -57,7 +57,15 @@ class EventSource(Protocol):
 
 
 class Stalled(RuntimeError):
-    """Every coroutine waits and nothing is scheduled anywhere: the simulation can never go on."""
+    """Every coroutine waits and nothing is scheduled anywhere, or some coroutine waits for no time again
+    and again: either way virtual time can never go on."""
+
+
+SPIN_TURNS = 100_000
+"""Turns of the loop at one virtual instant after which a simulation is :class:`Stalled`: a coroutine
+that waits for no time in a loop (a deadline a rounding error away) keeps the loop busy while the clock
+never moves, which without this guard is a run that never ends. The busiest instant of a 60 s run takes
+17-19 turns (seed 3: blazingmq with 4 shards, fluvio under two storms, lease)."""
 
 
 class _VirtualSelector(selectors.BaseSelector):
@@ -120,6 +128,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         super().__init__(selector)
         selector.loop = self
         self.world = world
+        self._instant = world.now
+        self._turns = 0  # turns of the loop at virtual instant ``_instant`` (SPIN_TURNS)
         self.set_debug(False)
 
     def time(self) -> float:
@@ -159,6 +169,14 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         ready = self._ready  # type: ignore[attr-defined]
         if not ready and not self._stopping:  # type: ignore[attr-defined]
             self._selector.select(None)  # type: ignore[attr-defined]
+        now = self.world.now
+        if now != self._instant:
+            self._instant, self._turns = now, 0
+        else:
+            self._turns += 1
+            if self._turns > SPIN_TURNS:
+                raise Stalled(f"the simulation stalled at {now / NS:.3f} s: {SPIN_TURNS:,} turns of the loop "
+                              "without the virtual clock moving (a wait of no time, in a loop)")
         for _ in range(len(ready)):
             handle = ready.popleft()
             if not handle._cancelled:

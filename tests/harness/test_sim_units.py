@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
+from harness.sim import loop as loop_module
 from harness.sim.clock import WALL_EPOCH, NodeClock, to_ns
 from harness.sim.disk import SimDisk
 from harness.sim.explore import parse_seeds
@@ -255,3 +256,17 @@ def test_scripts_round_trip_through_schedule_lines() -> None:
 def test_bad_arguments_exit_254_with_one_line(argv, message, tmp_path, capsys) -> None:
     assert main([*argv, "--store", str(tmp_path)]) == 254
     assert message in capsys.readouterr().err
+
+
+def test_the_virtual_loop_says_when_a_task_waits_for_no_time_in_a_loop(monkeypatch) -> None:
+    monkeypatch.setattr(loop_module, "SPIN_TURNS", 1000)
+    world = Ticks()
+    world.at(int(5 * NS), "never reached")
+
+    async def spin() -> None:
+        while True:
+            await asyncio.sleep(0)
+
+    with pytest.raises(Stalled, match="stalled at 0.000 s: 1,000 turns of the loop without the virtual clock moving"):
+        run_simulated(world, spin())
+    assert world.seen == []
