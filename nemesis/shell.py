@@ -77,6 +77,11 @@ class FakeTime:
         return self.control_file + ".strobe.pid"
 
     @property
+    def strobe_temp_file(self) -> str:
+        """Where the strobe writes each flip before renaming it over the control file."""
+        return self.control_file + ".strobe.tmp"
+
+    @property
     def probe_file(self) -> str:
         return self.control_file + ".probe"
 
@@ -493,9 +498,24 @@ def clock_offset(remote: Remote, faketime: FakeTime) -> float | str:
         return str(exc)
 
 
+STROBE_STOP_POLLS = 100
+"""How many times (50 ms apart) stopping a strobe looks whether its loop has gone: at most 5 s."""
+
+
 def _stop_strobe_commands(faketime: FakeTime) -> list[str]:
-    p = shlex.quote(faketime.strobe_pid_file)
-    return [f'if [ -s {p} ]; then kill "$(cat {p})" 2>/dev/null || true; fi', f"rm -f {p}"]
+    """Stop a strobe so that nothing it started can write the control file afterwards: signal its loop,
+    wait until the loop is gone (or a zombie), then remove its temporary file. A flip's ``mv`` that was
+    under way when the loop died then either renamed it already (the write that follows wins) or finds
+    nothing to rename; without the wait and the removal such a ``mv`` could land after the reset and
+    leave the strobed offset behind (it did, on a loaded machine). One line of ``;``-joined commands:
+    ``heal_commands`` runs it as one step."""
+    p, temp = shlex.quote(faketime.strobe_pid_file), shlex.quote(faketime.strobe_temp_file)
+    gone = '{ [ -z "$state" ] || [ "$state" = Z ]; }'
+    wait = (f"n=0; while [ $n -lt {STROBE_STOP_POLLS} ]; do "
+            'state="$(cut -d" " -f3 "/proc/$pid/stat" 2>/dev/null)"; '
+            f"{gone} && break; sleep 0.05; n=$((n+1)); done")
+    return [f'if [ -s {p} ]; then pid="$(cat {p})"; kill "$pid" 2>/dev/null || true; {wait}; fi',
+            f"rm -f {temp} {p}"]
 
 
 def set_clock(
@@ -550,7 +570,7 @@ def strobe_commands(
     the loop's pid goes to the strobe pid file so :func:`clock_reset` and :func:`heal_all` can stop it.
     """
     control = faketime.control_file
-    temp = control + ".strobe.tmp"
+    temp = faketime.strobe_temp_file
     flips = max(1, int(duration / (2 * period)))
     write = "printf '%s\\n' {line} > {temp} && mv -f {temp} {control}"
     inner = _script(

@@ -334,11 +334,7 @@ def test_clock_reset_stops_the_strobe_then_sets_zero(remotes: dict[str, FakeRemo
     remotes["n1"].files[FT.control_file] = b"+40.000 x1\n"
     outcome = shell.clock_reset(remotes, ["n1"], FT)
     assert outcome.error is None and outcome.value["nodes"] == ["n1"]
-    assert (
-        remotes["n1"]
-        .commands[0]
-        .startswith(f'if [ -s {FT.strobe_pid_file} ]; then kill "$(cat {FT.strobe_pid_file})"')
-    )
+    assert remotes["n1"].commands[0] == shell._script(shell._stop_strobe_commands(FT))
     assert remotes["n1"].writes == [(FT.control_file, b"+0.000 x1\n", 0o644)]
 
 
@@ -389,7 +385,7 @@ def test_heal_all_restores_every_node_and_survives_one_that_is_gone(remotes: dic
         "iptables -w -F CHAOS-LOSS;",
         "tc qdisc del dev eth0 root",
         f'kill -s CONT "$(cat {PID_FILE})"',
-        f'kill "$(cat {FT.strobe_pid_file})"',
+        "; ".join(shell._stop_strobe_commands(FT)),
     ):
         assert step in script
 
@@ -429,6 +425,29 @@ def test_shell_net_and_clocks_apply_every_network_and_clock_fault(remotes: dict[
 
 
 # -- the clock faults for real, on this machine's shell ------------------------------------------------
+
+
+def test_a_stopped_strobe_leaves_no_flip_in_flight_to_land_after_the_reset(tmp_path: Path) -> None:
+    # The strobe's loop renames each flip over the control file with mv, a process of its own: killed
+    # while one ran, the loop died and that mv landed after the reset's write, leaving the strobed
+    # offset behind (a CI run on a loaded machine saw it). Here the flip in flight is made slow on
+    # purpose; stopping the strobe must leave it nothing to rename.
+    import time
+
+    faketime = FakeTime(library="unused", control_file=str(tmp_path / "offset"))
+    local = LocalRemote()
+    temp, control = faketime.strobe_temp_file, faketime.control_file
+    loop = (f"while :; do printf '%s\\n' '-12.500 x1' > {temp} && "
+            f"{{ sleep 0.4; mv -f {temp} {control} 2>/dev/null; }} & sleep 0.1; done")
+    started = local.run(f"setsid sh -c \"{loop}\" >/dev/null 2>&1 </dev/null & echo $! > {faketime.strobe_pid_file}")
+    assert started.ok, started
+    time.sleep(0.25)  # flips are in flight
+    stopped = local.run(shell._script(shell._stop_strobe_commands(faketime)), check=False)
+    assert stopped.ok, stopped
+    assert shell._write_control(local, faketime, 0.0) is None
+    time.sleep(0.6)  # every mv started before the stop has had its time
+    assert Path(control).read_text() == "+0.000 x1\n"
+    assert not Path(faketime.strobe_pid_file).exists()
 
 
 @pytest.mark.slow
