@@ -32,6 +32,18 @@ Two figures:
     .venv/bin/python benchmarks/storm_bench.py opportunities suites/bugs-all-modes.toml --seeds 1000..1019 \
         --only 'fluvio bug-promote-outside-lrs' [--modes fluvio] [--time-limit 15]
 
+* ``load``: the same storms on containers on a quiet machine and beside ``--hogs`` CPU-bound processes
+  (a loaded one), seed by seed, the order alternating (quiet first, then loaded first): per (storms, mode,
+  pacing) the elections per minute and the completed ``ok`` operations of each run, their means, and the
+  loaded/quiet ratios, which issue 32 wants within a third (0.67-1.5). Each run is ``harness run`` on the
+  docker platform (5 nodes, 60 s, clients bound to nodes, bug-free, judged in process); the runs are kept
+  in ``--store``. The hogs share one session or have one each (``--hog-sessions``, ``_hogs``) and are
+  killed however the benchmark ends.
+
+    .venv/bin/python benchmarks/storm_bench.py load --nemesis leader-churn,timeout-storm --modes fluvio \\
+        --seeds 11,12 [--pacing clock system] [--hogs 6] [--hog-sessions one|each] [--time-limit 60] \\
+        [--store store/storm-load]
+
 * ``suite``: a suite file's entries on the simulator, each with exactly its settings (packages, core
   options, client binding, interval, rate, timeouts), for the given seeds instead of the suite's: one line
   per (entry, mode) with the runs its bug's own checker caught, the invalid runs (what the nightly counts
@@ -43,11 +55,17 @@ Two figures:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shlex
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -295,6 +313,99 @@ def runs(args: argparse.Namespace) -> None:
               f"{elections.unwon} terms without a leader, valid {valid}")
 
 
+def _hogs(count: int, sessions: str) -> list[subprocess.Popen[bytes]]:
+    """``count`` CPU-bound processes. Where the kernel shares the CPU between sessions first (autogroup)
+    and between Docker's containers and everything else (its cgroup), how they are grouped decides how
+    much they take from the run: ``one`` session for all (a CI job's other work started from one shell:
+    the containers keep about half the machine) or ``each`` its own (``count`` groups against the
+    containers' one: the harshest)."""
+    hog = f"{shlex.quote(sys.executable)} -c 'while True: pass'"
+    if count <= 0:
+        return []
+    if sessions == "one":
+        return [subprocess.Popen(["sh", "-c", f"for i in $(seq {count}); do {hog} & done; wait"],
+                                 start_new_session=True)]
+    return [subprocess.Popen(["sh", "-c", f"exec {hog}"], start_new_session=True) for _ in range(count)]
+
+
+def _stop(hogs: list[subprocess.Popen[bytes]]) -> None:
+    for hog in hogs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(hog.pid, signal.SIGKILL)
+    for hog in hogs:
+        hog.wait()
+
+
+def _container_run(args: argparse.Namespace, *, nemesis: str, mode: str, pacing: str, seed: int,
+                   load: str) -> dict[str, Any]:
+    """One ``harness run`` on containers; its elections per minute, ``ok`` operations and verdict."""
+    store = Path(args.store) / f"{mode}-{nemesis.replace(',', '+')}-{pacing}-{seed}-{load}"
+    command = [sys.executable, "-m", "harness", "run", "--db", DB, "--db-opt", f"mode={mode}",
+               "--nemesis", nemesis, "--seed", str(seed), "--time-limit", str(args.time_limit),
+               "--client-binding", "node", "--storm-pacing", pacing, "--analysis", "direct", "--store", str(store)]
+    hogs = _hogs(args.hogs, args.hog_sessions) if load == "loaded" else []
+    before = os.getloadavg()
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    finally:
+        _stop(hogs)
+    row: dict[str, Any] = {"nemesis": nemesis, "mode": mode, "pacing": pacing, "seed": seed, "load": load,
+                           "exit": done.returncode, "wall_s": round(time.monotonic() - started, 1),
+                           "loadavg": [round(x, 1) for x in (*before[:1], *os.getloadavg())]}
+    run_dir = store / "latest"
+    results_path = run_dir / "results.json"
+    if not results_path.is_file():
+        row["error"] = (done.stderr.strip().splitlines() or ["no run stored"])[-1]
+        return row
+    results = json.loads(results_path.read_text())
+    elections, valid = elections_of(run_dir.resolve())
+    row.update(per_minute=round(elections.per_minute, 2), valid=valid,
+               ok=((results.get("stats") or {}).get("completed") or {}).get("ok", 0),
+               pacing_stats=(results.get("stats") or {}).get("pacing"))
+    return row
+
+
+def load(args: argparse.Namespace) -> int:
+    """Quiet and loaded container runs of each storm, side by side (the module docstring)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # through the finally that stops the hogs
+    rows: list[dict[str, Any]] = []
+    for nemesis in args.nemesis:
+        for mode in args.modes.split(","):
+            for pacing in args.pacing:
+                for number, seed in enumerate(parse_seeds(args.seeds)):
+                    order = ("quiet", "loaded") if number % 2 == 0 else ("loaded", "quiet")
+                    for which in order:
+                        row = _container_run(args, nemesis=nemesis, mode=mode, pacing=pacing, seed=seed, load=which)
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+    print()
+    print("| storms, mode | pacing | elections/min quiet | loaded | ratio | ok operations quiet | loaded | ratio |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    within = True
+    for nemesis in args.nemesis:
+        for mode in args.modes.split(","):
+            for pacing in args.pacing:
+                mine = [r for r in rows if (r["nemesis"], r["mode"], r["pacing"]) == (nemesis, mode, pacing)
+                        and "per_minute" in r]
+                cells = []
+                for figure in ("per_minute", "ok"):
+                    quiet = [float(r[figure]) for r in mine if r["load"] == "quiet"]
+                    loaded = [float(r[figure]) for r in mine if r["load"] == "loaded"]
+                    if not quiet or not loaded:
+                        cells.append("- | - | -")
+                        within = False
+                        continue
+                    q, lo = statistics.mean(quiet), statistics.mean(loaded)
+                    ratio = lo / q if q else float("inf")
+                    within &= 2 / 3 <= ratio <= 1.5
+                    cells.append(f"{q:.1f} ({', '.join(f'{x:g}' for x in quiet)}) | "
+                                 f"{lo:.1f} ({', '.join(f'{x:g}' for x in loaded)}) | {ratio:.2f}")
+                print(f"| `{nemesis}`, {mode} | {pacing} | {cells[0]} | {cells[1]} |")
+    print(f"\nevery ratio within a third (0.67-1.5): {within}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     figures = parser.add_subparsers(dest="figure", required=True)
@@ -346,11 +457,23 @@ def main() -> int:
     chances.add_argument("--modes", default=None, help="only these modes (comma-separated)")
     chances.add_argument("--time-limit", type=float, default=None,
                          help="seconds of chaos instead of the suite's (shorter runs: fewer chances)")
+    loaded = figures.add_parser("load", help="storms on containers, quiet and beside CPU hogs, side by side")
+    loaded.add_argument("--nemesis", nargs="+", required=True, help="one package set per argument")
+    loaded.add_argument("--modes", default="fluvio")
+    loaded.add_argument("--seeds", default="11,12")
+    loaded.add_argument("--pacing", nargs="+", default=["clock", "system"], choices=("clock", "system"))
+    loaded.add_argument("--hogs", type=int, default=6, help="CPU-bound processes beside a loaded run (default 6)")
+    loaded.add_argument("--hog-sessions", choices=("one", "each"), default="one",
+                        help="the hogs in one session (default) or each in its own (_hogs)")
+    loaded.add_argument("--time-limit", type=float, default=60.0)
+    loaded.add_argument("--store", default="store/storm-load")
     args = parser.parse_args()
     if args.figure == "suite":
         return suite(args)
     if args.figure == "opportunities":
         return opportunities(args)
+    if args.figure == "load":
+        return load(args)
     {"sim": sim, "runs": runs, "detect": detect}[args.figure](args)
     return 0
 
