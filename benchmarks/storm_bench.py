@@ -35,7 +35,8 @@ Two figures:
 * ``load``: the same storms on containers on a quiet machine and beside ``--hogs`` CPU-bound processes
   (a loaded one), seed by seed, the order alternating (quiet first, then loaded first): per (storms, mode,
   pacing) the elections per minute and the completed ``ok`` operations of each run, their means, and the
-  loaded/quiet ratios, which issue 32 wants within a third (0.67-1.5). Each run is ``harness run`` on the
+  loaded/quiet ratios, which issue 32 wants within a third (0.67-1.5); each run's line also says how
+  long it served and how fast (``serving``). Each run is ``harness run`` on the
   docker platform (5 nodes, 60 s, clients bound to nodes, bug-free, judged in process); the runs are kept
   in ``--store``. The hogs share one session or have one each (``--hog-sessions``, ``_hogs``) and are
   killed however the benchmark ends.
@@ -362,8 +363,34 @@ def _container_run(args: argparse.Namespace, *, nemesis: str, mode: str, pacing:
     elections, valid = elections_of(run_dir.resolve())
     row.update(per_minute=round(elections.per_minute, 2), valid=valid,
                ok=((results.get("stats") or {}).get("completed") or {}).get("ok", 0),
+               **serving(run_dir.resolve(), args.time_limit),
                pacing_stats=(results.get("stats") or {}).get("pacing"))
     return row
+
+
+def serving(run_dir: Path, time_limit: float) -> dict[str, float]:
+    """How long a run served and how fast: the seconds of its chaos phase in whose half seconds some client
+    operation completed ``ok`` (``serving_s``), the ``ok`` completions per such second, and their median
+    latency in milliseconds. A storm that kept its shape under load but served each second slower shows
+    here, where the ``ok`` total cannot tell the two apart."""
+    invoked: dict[Any, int] = {}
+    buckets: set[int] = set()
+    latencies: list[float] = []
+    start: int | None = None
+    with open(run_dir / "history.jsonl", encoding="utf-8") as lines:
+        for line in lines:
+            event = json.loads(line)
+            start = event["time"] if start is None else start
+            if not isinstance(event.get("process"), int):
+                continue
+            if event["type"] == "invoke":
+                invoked[event["process"]] = event["time"]
+            elif event["type"] == "ok" and (event["time"] - start) / 1e9 < time_limit:
+                buckets.add(int((event["time"] - start) / 5e8))
+                latencies.append((event["time"] - invoked.get(event["process"], event["time"])) / 1e6)
+    seconds = len(buckets) / 2
+    return {"serving_s": seconds, "ok_per_serving_s": round(len(latencies) / seconds, 1) if seconds else 0.0,
+            "latency_p50_ms": round(statistics.median(latencies), 1) if latencies else 0.0}
 
 
 def load(args: argparse.Namespace) -> int:
