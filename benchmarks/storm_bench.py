@@ -75,6 +75,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from checkers.history import load_history  # noqa: E402
 from harness.db.plugin import load_plugin  # noqa: E402
 from harness.report.clocks import align, clock_offsets  # noqa: E402
 from harness.report.data import load_run  # noqa: E402
@@ -373,21 +374,11 @@ def serving(run_dir: Path, time_limit: float) -> dict[str, float]:
     operation completed ``ok`` (``serving_s``), the ``ok`` completions per such second, and their median
     latency in milliseconds. A storm that kept its shape under load but served each second slower shows
     here, where the ``ok`` total cannot tell the two apart."""
-    invoked: dict[Any, int] = {}
-    buckets: set[int] = set()
-    latencies: list[float] = []
-    start: int | None = None
-    with open(run_dir / "history.jsonl", encoding="utf-8") as lines:
-        for line in lines:
-            event = json.loads(line)
-            start = event["time"] if start is None else start
-            if not isinstance(event.get("process"), int):
-                continue
-            if event["type"] == "invoke":
-                invoked[event["process"]] = event["time"]
-            elif event["type"] == "ok" and (event["time"] - start) / 1e9 < time_limit:
-                buckets.add(int((event["time"] - start) / 5e8))
-                latencies.append((event["time"] - invoked.get(event["process"], event["time"])) / 1e6)
+    ops = load_history(run_dir / "history.jsonl").ops
+    start = min((op.call for op in ops), default=0)
+    served = [op for op in ops if op.ok and op.ret is not None and (op.ret - start) / 1e9 < time_limit]
+    buckets = {int((op.ret - start) / 5e8) for op in served}
+    latencies = [(op.ret - op.call) / 1e6 for op in served]
     seconds = len(buckets) / 2
     return {"serving_s": seconds, "ok_per_serving_s": round(len(latencies) / seconds, 1) if seconds else 0.0,
             "latency_p50_ms": round(statistics.median(latencies), 1) if latencies else 0.0}
