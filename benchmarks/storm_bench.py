@@ -22,7 +22,8 @@ Two figures:
     .venv/bin/python benchmarks/storm_bench.py detect --bug vote-twice --nemesis ring-storm leader-churn \
         --seeds 1..20 [--modes raft] [--rate 10] [--op-timeout 1] [--core scouting=false] [--store DIR]
     .venv/bin/python benchmarks/storm_bench.py suite suites/bugs-all-modes.toml --seeds 1000..1019 \
-        [--only vote-twice] [--skip no-dedup] [--modes aeron] [--own-checker] [--jobs 2] [--store DIR]
+        [--only vote-twice] [--skip no-dedup] [--modes aeron] [--own-checker] [--jobs 2] [--store DIR] \
+        [--storm-pacing clock|system]
 
 * ``opportunities``: a suite file's bug entries on the simulator as ``suite`` runs them, one seed at a time,
   with each run's opportunities (``results.json``'s ``opportunities``, ``harness.opportunities``: how often
@@ -39,11 +40,13 @@ Two figures:
   long it served and how fast (``serving``). Each run is ``harness run`` on the
   docker platform (5 nodes, 60 s, clients bound to nodes, bug-free, judged in process); the runs are kept
   in ``--store``. The hogs share one session or have one each (``--hog-sessions``, ``_hogs``) and are
-  killed however the benchmark ends.
+  killed however the benchmark ends. ``--beside N`` adds N other runs of the same storms to a loaded run
+  (other seeds, started with it, stored in scratch and deleted): the load of a CI runner at ``harness
+  suite --jobs N+1``, whose containers compete with the measured run's in Docker's one cgroup.
 
     .venv/bin/python benchmarks/storm_bench.py load --nemesis leader-churn,timeout-storm --modes fluvio \\
-        --seeds 11,12 [--pacing clock system] [--hogs 6] [--hog-sessions one|each] [--time-limit 60] \\
-        [--store store/storm-load]
+        --seeds 11,12 [--pacing clock system] [--hogs 6] [--hog-sessions one|each] [--beside 2] \\
+        [--core scouting=false] [--time-limit 60] [--store store/storm-load]
 
 * ``suite``: a suite file's entries on the simulator, each with exactly its settings (packages, core
   options, client binding, interval, rate, timeouts), for the given seeds instead of the suite's: one line
@@ -77,6 +80,7 @@ sys.path.insert(0, str(ROOT))
 
 from checkers.history import load_history  # noqa: E402
 from harness.db.plugin import load_plugin  # noqa: E402
+from harness.pacing import STORM_PACINGS  # noqa: E402
 from harness.report.clocks import align, clock_offsets  # noqa: E402
 from harness.report.data import load_run  # noqa: E402
 from harness.report.timeline import Elections, count_elections, journal_roles  # noqa: E402
@@ -220,6 +224,8 @@ def suite(args: argparse.Namespace) -> int:
         if any(word in case.group or word in bugs for word in args.skip):
             continue
         spec = replace(test_spec(case, args.store), platform="sim", check_timeout=budget)
+        if args.storm_pacing is not None:
+            spec = replace(spec, storm_pacing=args.storm_pacing)
         # --own-checker: a bug run judged by its bug's checker alone (a queue run's linearizability search
         # at 100 operations a second can take minutes); a control is always judged by every checker.
         judges = sorted({checker_for_bug(DB, bug) for bug in bugs}) if bugs and args.own_checker else None
@@ -338,20 +344,60 @@ def _stop(hogs: list[subprocess.Popen[bytes]]) -> None:
         hog.wait()
 
 
+def _run_command(args: argparse.Namespace, *, nemesis: str, mode: str, pacing: str, seed: int,
+                 store: Path) -> list[str]:
+    """``harness run`` of one storm on containers (5 nodes, clients bound to nodes, judged in process)."""
+    return [sys.executable, "-m", "harness", "run", "--db", DB, "--db-opt", f"mode={mode}",
+            "--nemesis", nemesis, "--seed", str(seed), "--time-limit", str(args.time_limit),
+            "--client-binding", "node", "--storm-pacing", pacing, "--analysis", "direct", "--store", str(store),
+            *(flag for setting in args.core for flag in ("--core", setting))]
+
+
+def _beside(args: argparse.Namespace, *, nemesis: str, mode: str, pacing: str, seed: int,
+            scratch: Path) -> list[subprocess.Popen[bytes]]:
+    """``args.beside`` other runs of the same storms started with the measured one, as a CI runner's
+    ``harness suite --jobs N`` runs N at once: their containers share Docker's cgroup with the measured
+    run's, which hogs outside it cannot do (seeds offset by 1000 each, stores in ``scratch``)."""
+    return [subprocess.Popen(_run_command(args, nemesis=nemesis, mode=mode, pacing=pacing, seed=seed + 1000 * k,
+                                          store=scratch / f"beside-{k}"),
+                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            for k in range(1, args.beside + 1)]
+
+
+def _finish(runs: list[subprocess.Popen[bytes]]) -> None:
+    """Wait for the runs beside; on an interruption, stop them as a user would (SIGTERM: their teardown
+    removes their containers), then wait."""
+    try:
+        for run in runs:
+            run.wait()
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.pid, signal.SIGTERM)
+        for run in runs:
+            run.wait()
+
+
 def _container_run(args: argparse.Namespace, *, nemesis: str, mode: str, pacing: str, seed: int,
                    load: str) -> dict[str, Any]:
     """One ``harness run`` on containers; its elections per minute, ``ok`` operations and verdict."""
     store = Path(args.store) / f"{mode}-{nemesis.replace(',', '+')}-{pacing}-{seed}-{load}"
-    command = [sys.executable, "-m", "harness", "run", "--db", DB, "--db-opt", f"mode={mode}",
-               "--nemesis", nemesis, "--seed", str(seed), "--time-limit", str(args.time_limit),
-               "--client-binding", "node", "--storm-pacing", pacing, "--analysis", "direct", "--store", str(store)]
+    command = _run_command(args, nemesis=nemesis, mode=mode, pacing=pacing, seed=seed, store=store)
+    scratch = Path(tempfile.mkdtemp(prefix="storm-beside-", dir=args.store))
     hogs = _hogs(args.hogs, args.hog_sessions) if load == "loaded" else []
     before = os.getloadavg()
     started = time.monotonic()
     try:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        beside = _beside(args, nemesis=nemesis, mode=mode, pacing=pacing, seed=seed, scratch=scratch) \
+            if load == "loaded" else []
+        try:
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        finally:
+            _finish(beside)
     finally:
         _stop(hogs)
+        shutil.rmtree(scratch, ignore_errors=True)
     row: dict[str, Any] = {"nemesis": nemesis, "mode": mode, "pacing": pacing, "seed": seed, "load": load,
                            "exit": done.returncode, "wall_s": round(time.monotonic() - started, 1),
                            "loadavg": [round(x, 1) for x in (*before[:1], *os.getloadavg())]}
@@ -387,6 +433,7 @@ def serving(run_dir: Path, time_limit: float) -> dict[str, float]:
 def load(args: argparse.Namespace) -> int:
     """Quiet and loaded container runs of each storm, side by side (the module docstring)."""
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # through the finally that stops the hogs
+    Path(args.store).mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     for nemesis in args.nemesis:
         for mode in args.modes.split(","):
@@ -467,6 +514,8 @@ def main() -> int:
                             "counts only that checker)")
     whole.add_argument("--skip", nargs="+", default=[], metavar="WORD",
                        help="leave out entries whose name or bug contains one of these")
+    whole.add_argument("--storm-pacing", choices=STORM_PACINGS, default=None,
+                       help="every entry's storms paced so (default: as the entry says)")
     chances = figures.add_parser("opportunities", help="a suite's bug entries: opportunities of caught and missed runs")
     chances.add_argument("suite_file", help="e.g. suites/bugs-all-modes.toml")
     chances.add_argument("--seeds", default="1000..1019")
@@ -483,6 +532,11 @@ def main() -> int:
     loaded.add_argument("--hogs", type=int, default=6, help="CPU-bound processes beside a loaded run (default 6)")
     loaded.add_argument("--hog-sessions", choices=("one", "each"), default="one",
                         help="the hogs in one session (default) or each in its own (_hogs)")
+    loaded.add_argument("--beside", type=int, default=0,
+                        help="other runs of the same storms beside a loaded run, as `harness suite --jobs N+1` "
+                             "runs them (default 0; _beside)")
+    loaded.add_argument("--core", action="append", default=[], metavar="NAME=JSON",
+                        help="a node setting for every node, e.g. scouting=false (repeatable)")
     loaded.add_argument("--time-limit", type=float, default=60.0)
     loaded.add_argument("--store", default="store/storm-load")
     args = parser.parse_args()
