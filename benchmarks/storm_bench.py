@@ -17,7 +17,8 @@ Two figures:
   in ``--store`` (with their replay commands), the rest deleted.
 
     .venv/bin/python benchmarks/storm_bench.py sim --nemesis partition,kill,pause,clock leader-churn \\
-        --modes blazingmq,raft --seeds 1..5 [--time-limit 60] [--rate 10] [--jobs 2] [--core scouting=false]
+        --modes blazingmq,raft --seeds 1..5 [--time-limit 60] [--rate 10] [--jobs 2] [--core scouting=false] \
+        [--storm-pacing clock|system]
     .venv/bin/python benchmarks/storm_bench.py runs store/cluster-raft-register-leader-churn/*
     .venv/bin/python benchmarks/storm_bench.py detect --bug vote-twice --nemesis ring-storm leader-churn \
         --seeds 1..20 [--modes raft] [--rate 10] [--op-timeout 1] [--core scouting=false] [--store DIR]
@@ -80,7 +81,7 @@ sys.path.insert(0, str(ROOT))
 
 from checkers.history import load_history  # noqa: E402
 from harness.db.plugin import load_plugin  # noqa: E402
-from harness.pacing import STORM_PACINGS  # noqa: E402
+from harness.pacing import DEFAULT_STORM_PACING, STORM_PACINGS  # noqa: E402
 from harness.report.clocks import align, clock_offsets  # noqa: E402
 from harness.report.data import load_run  # noqa: E402
 from harness.report.timeline import Elections, count_elections, journal_roles  # noqa: E402
@@ -122,10 +123,10 @@ def elections_of(run_dir: Path) -> tuple[Elections, Any]:
     return count_elections(spans, min(int(limit * 1e9), end)), run.valid
 
 
-def _simulate_one(job: tuple[str, str, int, float, float, float, dict[str, Any], str]) -> dict[str, Any]:
-    nemesis, mode, seed, time_limit, rate, interval, core, scratch = job
+def _simulate_one(job: tuple[str, str, int, float, float, float, dict[str, Any], str, str]) -> dict[str, Any]:
+    nemesis, mode, seed, time_limit, rate, interval, core, scratch, pacing = job
     spec = _spec(seed=seed, mode=mode, nemesis=nemesis, core=core, time_limit=time_limit, rate=rate,
-                 nemesis_interval=interval, store=scratch)
+                 nemesis_interval=interval, store=scratch, storm_pacing=pacing)
     directory = Path(tempfile.mkdtemp(prefix=f"{mode}-{seed}-", dir=scratch))
     try:
         result = simulate(spec, directory / "run")
@@ -140,7 +141,7 @@ def sim(args: argparse.Namespace) -> None:
     seeds = parse_seeds(args.seeds)
     scratch = tempfile.mkdtemp(prefix="storm-bench-")
     core = {name: json.loads(value) for name, _, value in (c.partition("=") for c in args.core)}
-    jobs = [(nemesis, mode, seed, args.time_limit, args.rate, args.interval, core, scratch)
+    jobs = [(nemesis, mode, seed, args.time_limit, args.rate, args.interval, core, scratch, args.storm_pacing)
             for nemesis in args.nemesis for mode in args.modes.split(",") for seed in seeds]
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
@@ -484,6 +485,8 @@ def main() -> int:
     simulated.add_argument("--jobs", type=int, default=2)
     simulated.add_argument("--core", action="append", default=[], metavar="NAME=JSON",
                            help="a node setting for every node, e.g. scouting=false (repeatable)")
+    simulated.add_argument("--storm-pacing", choices=STORM_PACINGS, default=DEFAULT_STORM_PACING,
+                           help=f"how the storms are paced (default {DEFAULT_STORM_PACING}, harness run's)")
     simulated.add_argument("--verbose", action="store_true", help="print every run")
     stored = figures.add_parser("runs", help="elections per minute of stored runs")
     stored.add_argument("run_dirs", nargs="+")

@@ -17,7 +17,7 @@ from typing import Any
 
 from checkers.registry import CHECKERS
 from harness.db.plugin import DBPlugin, PluginError, installed
-from harness.pacing import STORM_PACINGS
+from harness.pacing import DEFAULT_STORM_PACING, STORM_PACINGS
 from harness.spec import LIMITS, ConfigError, TestSpec
 from harness.subcommand import count, fault_packages, rate, seconds
 from nemesis.faults import LEADER_GROUP_SELECTORS
@@ -71,11 +71,11 @@ def add_test_arguments(parser: argparse.ArgumentParser, plugin: DBPlugin | None,
                              f"faults aimed at the leader hit: {', '.join(LEADER_GROUP_SELECTORS)} (the node "
                              "leading the most groups, default; a random group's leader; the cluster-level "
                              "leader) or a group's name (group:NAME); docs/nemesis.md")
-    parser.add_argument("--storm-pacing", default="clock", metavar="HOW",
+    parser.add_argument("--storm-pacing", default=DEFAULT_STORM_PACING, metavar="HOW",
                         help=f"election storms ({', '.join(STORMS)}): {' or '.join(STORM_PACINGS)}: each step at "
-                             "its drawn offset (default), or waiting for the system: a heal for the successor "
-                             "of the leader it took away, the next fault for operations served again "
-                             "(bounded; docs/nemesis.md)")
+                             "its drawn offset, or waiting for the system: a heal for a leader in a newer term "
+                             "(the successor of the leader it took away, or a ring's), the next fault for "
+                             f"operations served again (bounded; docs/nemesis.md); default {DEFAULT_STORM_PACING}")
     parser.add_argument("--min-coverage", type=float, default=None, metavar="SHARE",
                         help="make a valid run unknown (exit 2) when it applied less than this share (0-1) of "
                              "its scheduled faults; without it such a run is only flagged under-exercised "

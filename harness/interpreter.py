@@ -848,8 +848,8 @@ class Interpreter:
         shift = 0.0
         previous: Step | None = None
         previous_at = 0.0  # when the previous step was applied (interpreter clock)
-        term_before: int | None = None  # the leader's term when a fault that deposes it was applied
-        deposed = False  # whether the previous step took the leader away (applied, not skipped)
+        term_before: int | None = None  # the leader's term when a fault that wants a successor was applied
+        awaiting = False  # whether the previous step wants a successor (applied, not skipped)
         for number, step in enumerate(steps):
             due = step.at + shift
             if due >= self.config.time_limit:
@@ -866,7 +866,7 @@ class Interpreter:
                     return self._left_unplayed(pacing, steps[number:])
             if not await self._sleep_until(due, self._stopping):
                 return self._left_unplayed(pacing, steps[number:])
-            if step.heal and deposed:
+            if step.heal and awaiting:
                 seen = await self._wait_for(lambda since=previous_at, term=term_before: self._succeeded(since, term),
                                             rules.successor_wait, rules.poll)
                 if self._stopping.is_set():
@@ -877,12 +877,12 @@ class Interpreter:
             if late > shift:
                 pacing.delayed_s += late - shift
                 shift = late
-            if not step.heal and step.deposes_leader:
+            if step.wants_successor:
                 term_before = self.view.leader()[1]
             previous, previous_at = step, self.clock()
             pacing.steps += 1
             outcomes = [await self._apply_fault_in_turn(fault) for fault in step.faults]
-            deposed = step.deposes_leader and not step.heal and any(outcome.applied for outcome in outcomes)
+            awaiting = step.wants_successor and any(outcome.applied for outcome in outcomes)
             # The next hold or gap counts from when this step took effect, not from when it began: on a
             # loaded machine applying a step (a docker exec per node) can take seconds of its hold.
             applied_late = self.elapsed() - step.at

@@ -9,9 +9,11 @@ election has ended, and the run completes few operations. So the interpreter pla
 steps in order, each no earlier than its scheduled offset, with two waits of its own, each bounded in
 seconds of the run's clock:
 
-* **successor**: the heal of a fault that took the leader away (isolate, pause or kill ``leader``) waits,
-  beyond its drawn hold, until the status pollers see a leader in a newer term than the one the fault hit
-  (the successor the fault is for), at most :attr:`PacingRules.successor_wait` seconds;
+* **successor**: the heal of a fault that took the leader away (isolate, pause or kill ``leader``), or of
+  any fault of a package that is there to bring elections (``ring-storm``'s rings: :attr:`Pace.elects`
+  in :mod:`nemesis.generator`), waits, beyond its drawn hold, until the status pollers see a leader in a
+  newer term than the one the fault met (the successor the fault is for), at most
+  :attr:`PacingRules.successor_wait` seconds;
 * **serving**: a fault after a heal comes its drawn gap after the cluster serves again, that is after the
   first client operation of the chaos phase that completes ``ok`` after the heal, waiting for one at most
   :attr:`PacingRules.serve_wait` seconds beyond the fault's scheduled offset (then it comes anyway). An
@@ -40,8 +42,10 @@ from nemesis.faults import Partition, is_heal
 from nemesis.generator import PACKAGES
 
 STORM_PACINGS: tuple[str, ...] = ("clock", "system")
-"""``--storm-pacing``: ``clock``, each storm step at its scheduled offset (the default); ``system``, paced by
-the system under test (this module)."""
+"""``--storm-pacing``: ``clock``, each storm step at its scheduled offset; ``system``, paced by the system
+under test (this module)."""
+DEFAULT_STORM_PACING = "clock"
+"""A run's pacing when nothing says otherwise (``TestSpec.storm_pacing``, ``harness run``)."""
 
 
 def check_storm_pacing(value: object) -> str:
@@ -82,6 +86,8 @@ class Step:
 
     at: float
     faults: tuple[Any, ...]
+    elects: bool = False
+    """Whether its package's every fault is there to bring an election (:attr:`nemesis.generator.Pace.elects`)."""
 
     @property
     def heal(self) -> bool:
@@ -92,6 +98,12 @@ class Step:
     def deposes_leader(self) -> bool:
         """Whether the step takes the current leader away: its successor is the effect it wants."""
         return any(deposes_leader(fault) for fault in self.faults)
+
+    @property
+    def wants_successor(self) -> bool:
+        """Whether the step is a fault whose heal waits for a leader in a newer term: one that takes the
+        current leader away, or any fault of a package that is there to bring elections."""
+        return not self.heal and (self.elects or self.deposes_leader)
 
 
 def deposes_leader(fault: Any) -> bool:
@@ -121,9 +133,10 @@ def split_schedule(schedule: Sequence[Any], time_limit: float) -> tuple[list[Any
             continue
         own = steps.setdefault(package, [])
         if own and own[-1].at == entry.at:
-            own[-1] = Step(entry.at, (*own[-1].faults, entry.fault))
+            own[-1] = Step(entry.at, (*own[-1].faults, entry.fault), own[-1].elects)
         else:
-            own.append(Step(entry.at, (entry.fault,)))
+            pace = PACKAGES[package].pace
+            own.append(Step(entry.at, (entry.fault,), pace is not None and pace.elects))
     return fixed, steps
 
 

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from harness.pacing import check_storm_pacing
+from harness.pacing import DEFAULT_STORM_PACING, check_storm_pacing
 from harness.topology import MIN_PIDS, NODE_MEMORY, NODE_PIDS, memory_bytes
 from nemesis.faults import parse_leader_group
 from workloads.generator import check_workload_options
@@ -126,7 +126,7 @@ class TestSpec:
     """Where the system reports a leader per group: whose leader faults aimed at "the leader" hit
     (``nemesis.faults.LEADER_GROUP_SELECTORS`` or a group's name); a single-group system is unaffected, and a
     spec stored before groups existed reads as ``most``, which is what those runs did."""
-    storm_pacing: str = "clock"
+    storm_pacing: str = DEFAULT_STORM_PACING
     """Whether election storms wait for the system (``system``) or keep their drawn offsets (``clock``, what
     every run stored before pacing existed did): :mod:`harness.pacing`."""
     min_coverage: float | None = None

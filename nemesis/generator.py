@@ -149,10 +149,15 @@ same instant (a composed fault such as ``leader-clock``'s "cut the leader off, t
 @dataclass(frozen=True)
 class Pace:
     """A package's own rhythm, in seconds, instead of the run's ``interval``: each fault holds for a time
-    drawn uniformly from ``hold``, then its heal comes, and the next fault ``gap`` later (uniform)."""
+    drawn uniformly from ``hold``, then its heal comes, and the next fault ``gap`` later (uniform).
+
+    ``elects``: every fault of the package is there to bring an election, whoever it cuts off (a ring
+    whose candidates cannot hear each other), so a storm paced by the system (``harness.pacing``) holds
+    it until a leader of a newer term is seen, as it holds a fault that took the leader away."""
 
     hold: tuple[float, float]
     gap: tuple[float, float]
+    elects: bool = False
 
     def __post_init__(self) -> None:
         for name in ("hold", "gap"):
@@ -469,7 +474,7 @@ PACKAGES: dict[str, Package] = {
             _ring_storm,
             Heal,
             min_nodes=3,
-            pace=Pace(hold=(1.0, 3.0), gap=(0.1, 0.5)),
+            pace=Pace(hold=(1.0, 3.0), gap=(0.1, 0.5), elects=True),
             final_heal=12,
         ),
         Package(

@@ -166,6 +166,25 @@ def test_a_step_knows_whether_it_deposes_the_leader() -> None:
     assert Step(1.0, (Heal(), Resume("all"), Start("all"))).heal
 
 
+def test_a_ring_wants_a_successor_whoever_it_cuts_off() -> None:
+    # ring-storm's pace says its faults are there to bring elections: a ring's heal waits for a newer
+    # leader as a churn's does; no other storm's fault that spares the leader does.
+    ring = Partition(kind="majorities-ring", grudge={"n1": ["n3"]})
+    assert Step(1.0, (ring,), elects=True).wants_successor
+    assert not Step(1.0, (ring,)).wants_successor
+    assert not Step(1.0, (Heal(),), elects=True).wants_successor
+    assert Step(1.0, (Pause("leader"),)).wants_successor
+    assert not Step(1.0, (Pause("followers"),)).wants_successor
+    electing = {name for name, package in PACKAGES.items() if package.pace is not None and package.pace.elects}
+    assert electing == {"ring-storm"}
+    schedule = generate_schedule("ring-storm,leader-churn", ["n1", "n2", "n3", "n4", "n5"],
+                                 __import__("random").Random(4), 30.0, NemesisOptions())
+    _, paced = split_schedule(schedule, 30.0)
+    assert paced["ring-storm"] and all(step.elects for step in paced["ring-storm"])
+    assert all(step.wants_successor != step.heal for step in paced["ring-storm"])
+    assert not any(step.elects for step in paced["leader-churn"])
+
+
 def test_a_heal_waits_for_the_successor_and_later_steps_move_with_it(tmp_path) -> None:
     # Hold 1 s, but the election takes 3 s: the heal waits until the pollers see n2 lead term 2.
     schedule = _churn((2.0, Pause("leader")), (3.0, Resume("all")), (3.5, Pause("leader")), (4.5, Resume("all")))

@@ -141,3 +141,17 @@ def test_storms_keep_their_offsets_by_default(tmp_path: Path) -> None:
     events = [json.loads(line) for line in (result.run_dir / "history.jsonl").read_text().splitlines()]
     ran = [e["time"] / 1e9 for e in events if e["process"] == "nemesis" and e["type"] == "invoke" and e["time"] < 20e9]
     assert len(ran) == len(planned) and all(abs(a - b) < 0.05 for a, b in zip(ran, planned, strict=True))
+
+
+def test_a_paced_ring_is_held_until_a_newer_leader(tmp_path: Path) -> None:
+    """ring-storm's rings want elections (``Pace.elects``): paced by the system, a ring's heal waits for
+    the pollers to see a leader in a newer term, as a churn's heal waits for its successor."""
+    spec = TestSpec(seed=1, db="cluster", db_options={"mode": "raft", "core": {"scouting": False}},
+                    nemesis=("ring-storm",), time_limit=30.0, store=str(tmp_path), platform="sim",
+                    storm_pacing="system")
+    result = simulate(spec, tmp_path / "run")
+    assert result.valid is True, result.failed_checkers
+    pacing = result.results["stats"]["pacing"]["ring-storm"]
+    rings = pacing["steps"] // 2
+    assert rings >= 4 and pacing["successors"] + pacing["no_successor"] == rings, pacing
+    assert pacing["successors"] >= rings // 2, pacing
