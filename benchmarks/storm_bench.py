@@ -17,13 +17,13 @@ Two figures:
   in ``--store`` (with their replay commands), the rest deleted.
 
     .venv/bin/python benchmarks/storm_bench.py sim --nemesis partition,kill,pause,clock leader-churn \\
-        --modes blazingmq,raft --seeds 1..5 [--time-limit 60] [--rate 10] [--jobs 2] [--core scouting=false] \
+        --modes blazingmq,raft --seeds 1..5 [--time-limit 60] [--rate 10] [--jobs 2] [--core scouting=false] \\
         [--storm-pacing clock|system]
     .venv/bin/python benchmarks/storm_bench.py runs store/cluster-raft-register-leader-churn/*
-    .venv/bin/python benchmarks/storm_bench.py detect --bug vote-twice --nemesis ring-storm leader-churn \
+    .venv/bin/python benchmarks/storm_bench.py detect --bug vote-twice --nemesis ring-storm leader-churn \\
         --seeds 1..20 [--modes raft] [--rate 10] [--op-timeout 1] [--core scouting=false] [--store DIR]
-    .venv/bin/python benchmarks/storm_bench.py suite suites/bugs-all-modes.toml --seeds 1000..1019 \
-        [--only vote-twice] [--skip no-dedup] [--modes aeron] [--own-checker] [--jobs 2] [--store DIR] \
+    .venv/bin/python benchmarks/storm_bench.py suite suites/bugs-all-modes.toml --seeds 1000..1019 \\
+        [--only vote-twice] [--skip no-dedup] [--modes aeron] [--own-checker] [--jobs 2] [--store DIR] \\
         [--storm-pacing clock|system]
 
 * ``opportunities``: a suite file's bug entries on the simulator as ``suite`` runs them, one seed at a time,
@@ -31,7 +31,7 @@ Two figures:
   the schedule gave the bug a chance, and how often the journals show the mistake made): one line per run,
   then per entry the counts of the caught runs beside those of the missed ones (issue 32).
 
-    .venv/bin/python benchmarks/storm_bench.py opportunities suites/bugs-all-modes.toml --seeds 1000..1019 \
+    .venv/bin/python benchmarks/storm_bench.py opportunities suites/bugs-all-modes.toml --seeds 1000..1019 \\
         --only 'fluvio bug-promote-outside-lrs' [--modes fluvio] [--time-limit 15]
 
 * ``load``: the same storms on containers on a quiet machine and beside ``--hogs`` CPU-bound processes
