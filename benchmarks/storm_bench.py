@@ -385,20 +385,19 @@ def _container_run(args: argparse.Namespace, *, nemesis: str, mode: str, pacing:
     """One ``harness run`` on containers; its elections per minute, ``ok`` operations and verdict."""
     store = Path(args.store) / f"{mode}-{nemesis.replace(',', '+')}-{pacing}-{seed}-{load}"
     command = _run_command(args, nemesis=nemesis, mode=mode, pacing=pacing, seed=seed, store=store)
-    scratch = Path(tempfile.mkdtemp(prefix="storm-beside-", dir=args.store))
     hogs = _hogs(args.hogs, args.hog_sessions) if load == "loaded" else []
     before = os.getloadavg()
     started = time.monotonic()
     try:
-        beside = _beside(args, nemesis=nemesis, mode=mode, pacing=pacing, seed=seed, scratch=scratch) \
-            if load == "loaded" else []
-        try:
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-        finally:
-            _finish(beside)
+        with tempfile.TemporaryDirectory(prefix="storm-beside-", dir=args.store) as scratch:
+            beside = _beside(args, nemesis=nemesis, mode=mode, pacing=pacing, seed=seed, scratch=Path(scratch)) \
+                if load == "loaded" else []
+            try:
+                done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+            finally:
+                _finish(beside)
     finally:
         _stop(hogs)
-        shutil.rmtree(scratch, ignore_errors=True)
     row: dict[str, Any] = {"nemesis": nemesis, "mode": mode, "pacing": pacing, "seed": seed, "load": load,
                            "exit": done.returncode, "wall_s": round(time.monotonic() - started, 1),
                            "loadavg": [round(x, 1) for x in (*before[:1], *os.getloadavg())]}
