@@ -5,7 +5,8 @@ adapter's options as given (``db_options``); everything else is the harness's ow
 count, workload, nemesis packages, timings and seed. ``test.json`` stores it (``spec``), so a run can be
 reproduced from its directory; :meth:`TestSpec.from_json` reads it back field by field, with one
 sentence for the first field that is wrong, and reads specs written before DB options existed (their
-``mode``, ``bugs`` and ``node_args`` become the ``cluster`` adapter's options).
+``mode``, ``bugs`` and ``node_args`` become the ``cluster`` adapter's options) and before storms were
+paced by the system by default (a spec with no ``storm_pacing`` was paced by the clock, and reads so).
 
 :data:`LIMITS` is the one table of allowed ranges: the command line, suites and ``from_json`` all check
 numbers against it before anything is stored.
@@ -227,7 +228,9 @@ class TestSpec:
 
 
 def _migrate(data: dict[str, Any]) -> dict[str, Any]:
-    """A spec of the first format (``mode``, ``bugs``, ``node_args`` of the bundled cluster) in today's."""
+    """A spec of an earlier format in today's: one with no ``storm_pacing`` was written when every storm was
+    paced by the clock; one of the first format has ``mode``, ``bugs``, ``node_args`` of the bundled cluster."""
+    data.setdefault("storm_pacing", "clock")
     old = {k: data.pop(k) for k in ("mode", "bugs", "node_args") if k in data}
     if not old:
         return data

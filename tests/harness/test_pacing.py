@@ -15,7 +15,15 @@ import pytest
 from checkers.history import load_history
 from harness.history import HistoryWriter
 from harness.interpreter import FaultOutcome, Interpreter, InterpreterConfig
-from harness.pacing import STORM_PACINGS, PacingRules, Step, paced_packages, rules_for, split_schedule
+from harness.pacing import (
+    DEFAULT_STORM_PACING,
+    STORM_PACINGS,
+    PacingRules,
+    Step,
+    paced_packages,
+    rules_for,
+    split_schedule,
+)
 from harness.spec import ConfigError, TestSpec
 from nemesis.faults import Heal, Kill, Partition, Pause, Resume, Start
 from nemesis.generator import PACKAGES, NemesisOptions, generate_schedule
@@ -282,7 +290,11 @@ def test_bad_bounds_are_named() -> None:
 
 def test_storm_pacing_is_chosen_per_run_and_a_bad_choice_is_named() -> None:
     assert rules_for("clock") is None and rules_for("system") == PacingRules()
-    assert TestSpec(seed=1, db="cluster").storm_pacing == STORM_PACINGS[0] == "clock"
+    assert TestSpec(seed=1, db="cluster").storm_pacing == DEFAULT_STORM_PACING == "system"
+    assert set(STORM_PACINGS) == {"clock", "system"}
+    # a spec stored before storms were paced by the system by default was paced by the clock: it reads so
+    assert TestSpec.from_json({"seed": 1, "db": "cluster"}).storm_pacing == "clock"
+    assert TestSpec.from_json(TestSpec(seed=1, db="cluster").to_json()).storm_pacing == "system"
     with pytest.raises(ConfigError, match="--storm-pacing must be one of clock, system, not 'fast'"):
         TestSpec(seed=1, db="cluster", storm_pacing="fast").check()
 

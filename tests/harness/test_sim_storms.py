@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness.compose import compose
+from harness.pacing import DEFAULT_STORM_PACING
 from harness.report.clocks import align, clock_offsets
 from harness.report.data import load_run
 from harness.report.timeline import count_elections, journal_roles
@@ -108,10 +110,11 @@ def test_pausing_the_followers_spares_the_fluvio_controller(tmp_path: Path) -> N
 def test_a_storm_waits_for_the_simulated_system(tmp_path: Path) -> None:
     """harness.pacing on the simulator (``--storm-pacing system``): every churn fault after a heal comes
     after a client operation was served following that heal, and the run's stats say what the storm waited
-    for; by the clock (the default) nothing waits."""
+    for; by the clock nothing waits. System is the default, so only a clock run's command names its pacing."""
     spec = TestSpec(seed=1, db="cluster", nemesis=("leader-churn",), time_limit=30.0, store=str(tmp_path),
                     platform="sim", storm_pacing="system")
-    assert compose(spec).command().endswith(" --storm-pacing system")
+    assert spec == replace(spec, storm_pacing=DEFAULT_STORM_PACING) and "--storm-pacing" not in compose(spec).command()
+    assert compose(replace(spec, storm_pacing="clock")).command().endswith(" --storm-pacing clock")
     assert TestSpec.from_json(spec.to_json()) == spec
     result = simulate(spec, tmp_path / "run")
     assert result.valid is True, result.failed_checkers
@@ -131,9 +134,9 @@ def test_a_storm_waits_for_the_simulated_system(tmp_path: Path) -> None:
     assert checked >= 4
 
 
-def test_storms_keep_their_offsets_by_default(tmp_path: Path) -> None:
+def test_storms_paced_by_the_clock_keep_their_offsets(tmp_path: Path) -> None:
     spec = TestSpec(seed=1, db="cluster", nemesis=("leader-churn",), time_limit=20.0, store=str(tmp_path),
-                    platform="sim")
+                    platform="sim", storm_pacing="clock")
     result = simulate(spec, tmp_path / "run")
     assert "pacing" not in result.results["stats"]
     schedule = [json.loads(line) for line in (result.run_dir / "schedule.jsonl").read_text().splitlines()]
