@@ -63,4 +63,8 @@ def test_controller_elects_and_fails_over_with_real_processes(tmp_path) -> None:
         roles = [e for e in journal(local.nodes[second]) if e["event"] == "role" and e["role"] == "leader"]
         decisions = [e for e in journal(local.nodes["sc"]) if e["event"] == "decision"]
         assert roles[-1]["term"] == max(d["epoch"] for d in decisions)
-        assert [d["leader"] for d in decisions if d["status"] == "Online"][-2:] == [first, second]
+        # The SC decided both leaders, the second last; not necessarily one right after the other: with a
+        # 0.15 s failure detector on a loaded machine (load 37, CI beside a container suite) the SC's last
+        # two Online decisions were both the second leader (n1, after the first, n3).
+        online = [d["leader"] for d in decisions if d["status"] == "Online"]
+        assert online[-1] == second and first in online[:-1], online
