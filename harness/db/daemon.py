@@ -66,6 +66,10 @@ _STAT = "daemon_stat"
 """Prints a pid's state letter and start time (``/proc/<pid>/stat`` fields 3 and 22), or fails."""
 _NOW = "daemon_now"
 """Prints the node's uptime in hundredths of a second: the clock every wait is measured on."""
+_GONE = "daemon_gone"
+"""Succeeds once the recorded process has ended: no longer there, or a zombie. A process that is exiting
+has lost its executable before it closes its files (its listening socket among them), so ``daemon_pid``
+already fails while a client's connection can still be accepted and then reset: a kill waits for this."""
 _LAUNCHERS = ("setsid", "env", "nohup")
 """What the start command execs through before it is the system's own program."""
 
@@ -146,6 +150,18 @@ class Daemon:
             '  [ "$_exe" = - ] || [ "$(readlink "/proc/$_pid/exe" 2>/dev/null)" = "$_exe" ] || return 1\n'
             '  echo "$_pid"\n'
             "}\n"
+            f"{_GONE}() {{\n"
+            f"  read _pid _start _boot _exe < {record} 2>/dev/null || return 0\n"
+            '  case "$_pid" in ""|*[!0-9]*) return 0 ;; esac\n'
+            '  [ "$_pid" != "$$" ] && [ "$_pid" != "$PPID" ] || return 0\n'
+            '  [ "$_boot" = "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" ] || return 0\n'
+            f'  set -- $({_STAT} "$_pid")\n'
+            '  case "$1" in Z|X|x|"") return 0 ;; esac\n'
+            '  [ "$2" = "$_start" ] || return 0\n'
+            # another program under that pid (an exec) is not ours; an exiting one has no executable left
+            '  _now_exe=$(readlink "/proc/$_pid/exe" 2>/dev/null) && [ "$_exe" != - ] && [ "$_now_exe" != "$_exe" ] && return 0\n'
+            "  return 1\n"
+            "}\n"
         )
 
     def start_script(self, *, port: int | None, timeout: float) -> str:
@@ -202,18 +218,21 @@ class Daemon:
             raise ValueError(f"not a signal name: {signal!r}")
         state = f'{_STAT} "$pid" | cut -c1'
         effects = {
-            "KILL": (f"! {_PID} >/dev/null", "still running"),
-            "TERM": (f"! {_PID} >/dev/null", "still running"),
+            "KILL": (_GONE, "still running"),
+            "TERM": (_GONE, "still running"),
             "STOP": (f'[ "$({state})" = T ]', "not stopped"),
             "CONT": (f'[ "$({state})" != T ]', "still stopped"),
         }
         stale = f"rm -f {shlex.quote(self.record_file)} {shlex.quote(self.pid_file)}"
-        script = self.pid_function() + f"pid=$({_PID}) || {{ {stale}; echo '{NOT_RUNNING}'; exit 0; }}\n"
+        deadline = f"deadline=$(( $({_NOW}) + {max(1, round(wait * 100))} ))\n"
+        script = self.pid_function() + deadline
+        # A process already exiting is not running, but a kill or a stop returns only once it has ended.
+        ended = f"until {_GONE} || [ $({_NOW}) -ge $deadline ]; do sleep 0.1; done; " if signal in ("KILL", "TERM") else ""
+        script += f"pid=$({_PID}) || {{ {ended}{stale}; echo '{NOT_RUNNING}'; exit 0; }}\n"
         script += f"kill -{signal} \"$pid\"\n"
         if signal in effects:
             until, failure = effects[signal]
-            script += (f"deadline=$(( $({_NOW}) + {max(1, round(wait * 100))} ))\n"
-                       f"until {until} || [ $({_NOW}) -ge $deadline ]; do sleep 0.1; done\n"
+            script += (f"until {until} || [ $({_NOW}) -ge $deadline ]; do sleep 0.1; done\n"
                        f"{until} || {{ echo '{failure} {wait:g} s after SIG{signal}' >&2; exit 3; }}\n")
         return script + f"echo {SENT}\n"
 
