@@ -71,7 +71,9 @@ def test_harness_simulate_stops_at_a_signal_with_exit_2(tmp_path, signum, jobs) 
         [sys.executable, "-m", "harness", "simulate", "--seeds", "1..500", "--keep-going", "--jobs", jobs,
          "--store", str(tmp_path / "store")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        # PYTHONFAULTHANDLER: a SIGABRT prints every thread's stack (twice in CI this case ended oddly: once
+        # killed by SIGINT after printing its table, once with no word in 120 s; neither seen here since).
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"},
         # A shell without job control starts background commands with SIGINT ignored: undo that here.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -81,7 +83,13 @@ def test_harness_simulate_stops_at_a_signal_with_exit_2(tmp_path, signum, jobs) 
         assert first.startswith("harness simulate: 500 seeds"), first
         time.sleep(2)  # inside a seed
         process.send_signal(signum)
-        output, _ = process.communicate(timeout=120)
+        try:
+            output, _ = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            stacks, _ = process.communicate(timeout=60)
+            pytest.fail(f"no exit 120 s after {signal.Signals(signum).name}; its output, then its stacks at a "
+                        f"SIGABRT:\n{first}{stacks}")
         output = first + output
     finally:
         if process.poll() is None:
