@@ -136,28 +136,28 @@ class Daemon:
     def pid_function(self) -> str:
         """The shell functions every script starts with; ``daemon_pid`` prints the pid if the recorded
         process is alive (not a zombie): the same pid, start time, boot and (once recorded) executable, and
-        neither the checking shell nor its parent. It fails otherwise."""
+        neither the checking shell nor its parent. It fails otherwise. ``daemon_gone`` succeeds once that
+        process has ended (gone or a zombie), however it looks while it exits."""
         record = shlex.quote(self.record_file)
         return _FUNCTIONS + (
-            f"{_PID}() {{\n"
+            # daemon_recorded: the recorded process still exists, not yet a zombie (it sets _pid and _exe);
+            # whether it is still the recorded program, daemon_pid and daemon_gone read differently
+            "daemon_recorded() {\n"
             f"  read _pid _start _boot _exe < {record} 2>/dev/null || return 1\n"
             '  case "$_pid" in ""|*[!0-9]*) return 1 ;; esac\n'
             '  [ "$_pid" != "$$" ] && [ "$_pid" != "$PPID" ] || return 1\n'
             '  [ "$_boot" = "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" ] || return 1\n'
             f'  set -- $({_STAT} "$_pid")\n'
             '  case "$1" in Z|X|x|"") return 1 ;; esac\n'
-            '  [ "$2" = "$_start" ] || return 1\n'
+            '  [ "$2" = "$_start" ]\n'
+            "}\n"
+            f"{_PID}() {{\n"
+            "  daemon_recorded || return 1\n"
             '  [ "$_exe" = - ] || [ "$(readlink "/proc/$_pid/exe" 2>/dev/null)" = "$_exe" ] || return 1\n'
             '  echo "$_pid"\n'
             "}\n"
             f"{_GONE}() {{\n"
-            f"  read _pid _start _boot _exe < {record} 2>/dev/null || return 0\n"
-            '  case "$_pid" in ""|*[!0-9]*) return 0 ;; esac\n'
-            '  [ "$_pid" != "$$" ] && [ "$_pid" != "$PPID" ] || return 0\n'
-            '  [ "$_boot" = "$(cat /proc/sys/kernel/random/boot_id 2>/dev/null)" ] || return 0\n'
-            f'  set -- $({_STAT} "$_pid")\n'
-            '  case "$1" in Z|X|x|"") return 0 ;; esac\n'
-            '  [ "$2" = "$_start" ] || return 0\n'
+            "  daemon_recorded || return 0\n"
             # another program under that pid (an exec) is not ours; an exiting one has no executable left
             '  _now_exe=$(readlink "/proc/$_pid/exe" 2>/dev/null) && [ "$_exe" != - ] && [ "$_now_exe" != "$_exe" ] && return 0\n'
             "  return 1\n"
