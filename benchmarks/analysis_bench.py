@@ -2,35 +2,51 @@
 
 Two workloads of synthetic register runs (``tests/harness/synthetic_runs.py``: concurrent clients, a
 partition and a heal, final reads, three nodes' journals; every run valid, so every checker runs to the
-end): 100 runs of 10,000 operations, and one run of 1,000,000 operations. Each is analysed
+end): 100 runs of 10,000 operations, and one run of 1,000,000 operations. Each is judged three ways:
 
-* by the pipeline (:func:`harness.analysis.pipeline.analyze`) on ``local[2]``: reading through Spark,
-  all four checkers (linearizability per key; a big run read by two tasks), ``results.json`` and the
-  Parquet dataset; not the HTML reports, which the direct path does not make either
-  (``benchmarks/report_bench.py`` measures those); the session is started once, before the clock
-  starts, and its start time is reported on its own;
-* by the same checkers called directly, one run after another in this process, through the registry
-  (what ``harness run --analysis direct`` does): parse, check, nothing written.
+* ``pipeline``: the analysis pipeline (:func:`harness.analysis.pipeline.analyze`) on ``local[2]``: reading
+  through Spark, the checkers (linearizability per key; a big run read by two tasks), ``results.json``
+  and the Parquet dataset; not the HTML reports (``benchmarks/report_bench.py`` measures those). Its CPU
+  is the JVM's, its Python workers' and this process's (the driver);
+* ``in-process``: the same tasks and steps in this process (:func:`harness.analysis.inprocess.analyze_here`,
+  what ``harness run`` does at its end): the pipeline without Spark;
+* ``direct``: the checkers called directly through the registry, one run after another (parse with
+  :mod:`checkers.history`, check, nothing written): the judge as it was before the pipeline, the issue's
+  "direct path".
 
-    .venv/bin/python benchmarks/analysis_bench.py [--scale 0.1] [--store DIR] [--skip-direct]
+The Spark session is started before the clock starts (its start time is reported on its own), and one
+**warm-up** analysis of a small workload (10 runs of 1,000 operations) goes through every path first: the
+first analysis of a session pays the JVM's class loading and compiling and the workers' imports, a cost
+per session, not per operation; the warm-up's figures are printed as they are. Then ``--repeat`` rounds,
+each path once per workload per round, the order rotating from round to round (pipeline, in-process,
+direct; then in-process, direct, pipeline; ...), so that every path meets the machine in every position
+and ratios taken within a round hold on a loaded machine. The table gives the medians over rounds and
+the median of the rounds' ratios, with their range.
+
+``--checkers run-level`` judges copies of the runs whose ``test.json`` names only the run-level checkers
+(single-leader-per-term, lsn-monotonicity, durability: every checker but linearizability), on every path:
+the issue's "100,000 operations per second on local[2] for the run-level checkers".
+
+    .venv/bin/python benchmarks/analysis_bench.py [--scale 0.1] [--repeat 3] [--checkers run-level]
+                                                  [--store DIR] [--only many-small|one-big]
 
 ``--scale`` multiplies the operation counts (0.1: 100 runs of 1,000 and one of 100,000); the runs are
-generated once into ``--store`` (default a directory under /tmp) and reused by later invocations.
-Prints a table; never asserts anything (benchmarks are not tests). Below it, for each workload, the rate
-of the run-level checkers (single-leader-per-term, lsn-monotonicity, durability: everything but
-linearizability) on their own, in operations per CPU second: inside the pipeline's tasks (the tasks
-report their CPU seconds by phase: parsing, run-level checks, linearizability, statistics, tables) and
-called directly; then the same with the parsing of the history and journals they need.
+generated once into ``--store`` (default a directory under /tmp) and reused by later invocations. Prints
+the rounds as they end, then the table; never asserts anything (benchmarks are not tests). Below it, for
+each workload, the CPU seconds by phase inside the pipeline's tasks and of the direct path, and the rate
+of the run-level checkers on their own (operations per CPU second, then with the parsing they need).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
+import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +56,7 @@ from checkers.history import load_history, load_journals  # noqa: E402
 from checkers.registry import CheckInput, applicable, run_checkers  # noqa: E402
 from harness.analysis.checks import LINEARIZABLE  # noqa: E402
 from harness.analysis.discovery import find_runs  # noqa: E402
+from harness.analysis.inprocess import analyze_here  # noqa: E402
 from harness.analysis.pipeline import AnalysisOptions, analyze  # noqa: E402
 from harness.analysis.spark import start_session  # noqa: E402
 from tests.harness.synthetic_runs import write_run  # noqa: E402
@@ -62,15 +79,16 @@ def workloads(scale: float) -> list[Workload]:
     ]
 
 
-def generate(store: Path, workload: Workload) -> Path:
-    """The workload's runs under ``store/<name>-<ops>/``, written unless already there."""
-    root = store / f"{workload.name}-{workload.ops}"
+def generate(store: Path, workload: Workload, checkers: str = "all") -> Path:
+    """The workload's runs under ``store/<name>-<ops>[-run-level]/``, written unless already there; the
+    run-level variant's ``test.json`` names every checker of the run but linearizability."""
+    root = store / (f"{workload.name}-{workload.ops}" + ("" if checkers == "all" else f"-{checkers}"))
     marker = root / ".complete"
     if marker.is_file():
         return root
     started = time.perf_counter()
     for number in range(workload.runs):
-        write_run(
+        run = write_run(
             root,
             workload.name,
             f"20261101T{number // 3600:02d}{number // 60 % 60:02d}{number % 60:02d}",
@@ -79,6 +97,11 @@ def generate(store: Path, workload: Workload) -> Path:
             processes=5,
             seed=number + 1,
         )
+        if checkers == "run-level":
+            spec_path = run / "test.json"
+            spec = json.loads(spec_path.read_text(encoding="utf-8"))
+            spec["checkers"] = [name for name in spec["checkers"] if name != LINEARIZABLE]
+            spec_path.write_text(json.dumps(spec, indent=2), encoding="utf-8")
     marker.write_text("", encoding="utf-8")
     print(
         f"generated {workload.runs} x {workload.ops:,} operations in {time.perf_counter() - started:.0f} s",
@@ -88,7 +111,10 @@ def generate(store: Path, workload: Workload) -> Path:
 
 
 def _process_tree_cpu(root_pid: int) -> float:
-    """CPU seconds (user + system) used so far by ``root_pid`` and every process below it (Linux /proc).
+    """CPU seconds (user + system) used so far by ``root_pid`` and every process below it (Linux /proc),
+    with the children they have reaped: a Python worker that exits between two readings (Spark's worker
+    daemon forks and reaps them) would otherwise take its CPU seconds with it, and a difference of two
+    readings could even be negative.
 
     The machine is shared, so wall time depends on who else runs; CPU time of the JVM and its Python
     workers is what the pipeline itself costs.
@@ -105,7 +131,7 @@ def _process_tree_cpu(root_pid: int) -> float:
         except OSError:
             continue
         parents[int(entry)] = int(fields[1])
-        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+        times[int(entry)] = sum(int(value) for value in fields[11:15]) / tick  # utime stime cutime cstime
     total, frontier = 0.0, [root_pid]
     while frontier:
         pid = frontier.pop()
@@ -123,9 +149,26 @@ def spark_cpu() -> float:
     return _process_tree_cpu(proc.pid) if proc is not None else float("nan")
 
 
-def direct(root: Path) -> tuple[float, float, int, int, dict[str, float]]:
-    """(seconds, cpu seconds, operations, invalid runs, cpu seconds by phase) for the checkers called
-    directly on every run: parse, the run-level checkers, linearizability."""
+def _wanted(run: Path) -> set[str] | None:
+    """The checkers a run's ``test.json`` names (``None``: it names none)."""
+    names = json.loads((run / "test.json").read_text(encoding="utf-8")).get("checkers")
+    return set(names) if isinstance(names, list) else None
+
+
+@dataclass
+class Measure:
+    """One path's judging of one workload: wall and CPU seconds, operations, runs not valid, CPU by phase."""
+
+    seconds: float
+    cpu: float
+    ops: int
+    invalid: int
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def direct(root: Path) -> Measure:
+    """The checkers called directly on every run, one after another: parse, the run-level checkers,
+    linearizability (those of the run's ``test.json``)."""
     runs = find_runs([root]).runs
     started = time.perf_counter()
     cpu_started = time.process_time()
@@ -138,7 +181,8 @@ def direct(root: Path) -> tuple[float, float, int, int, dict[str, float]]:
         inp = CheckInput(history=history, model="cas-register", journals=journals)
         phases["parse_s"] += time.process_time() - lap
         lap = time.process_time()
-        names = applicable(inp)
+        wanted = _wanted(run.path)
+        names = [name for name in applicable(inp) if wanted is None or name in wanted]
         verdicts = run_checkers(inp, [name for name in names if name != LINEARIZABLE])
         phases["run_level_s"] += time.process_time() - lap
         lap = time.process_time()
@@ -148,17 +192,55 @@ def direct(root: Path) -> tuple[float, float, int, int, dict[str, float]]:
         invalid += any(v.valid is not True for v in verdicts.values())
         del history, journals, verdicts, inp
         gc.collect()
-    return time.perf_counter() - started, time.process_time() - cpu_started, ops, invalid, phases
+    return Measure(time.perf_counter() - started, time.process_time() - cpu_started, ops, invalid, phases)
 
 
-def pipeline(spark, root: Path) -> tuple[float, float, int, int, dict[str, float], dict[str, float]]:  # noqa: ANN001
+def _options() -> AnalysisOptions:
+    return AnalysisOptions(key_timeout_s=None, write_reports=False)
+
+
+def pipeline(spark, root: Path) -> Measure:  # noqa: ANN001
     selection = find_runs([root])
     started, cpu_started = time.perf_counter(), spark_cpu() + time.process_time()
-    analysis = analyze(spark, selection, AnalysisOptions(key_timeout_s=None, write_reports=False))
+    analysis = analyze(spark, selection, _options())
     seconds = time.perf_counter() - started
     cpu = spark_cpu() + time.process_time() - cpu_started
     invalid = sum(1 for o in analysis.outcomes if o.valid is not True)
-    return seconds, cpu, analysis.operations, invalid, analysis.timings_s, analysis.task_cpu_s
+    return Measure(seconds, cpu, analysis.operations, invalid, dict(analysis.task_cpu_s))
+
+
+def in_process(root: Path) -> Measure:
+    selection = find_runs([root])
+    started, cpu_started = time.perf_counter(), time.process_time()
+    analysis = analyze_here(selection, _options())
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    invalid = sum(1 for o in analysis.outcomes if o.valid is not True)
+    return Measure(seconds, cpu, analysis.operations, invalid, dict(analysis.task_cpu_s))
+
+
+PATHS = ("pipeline", "in-process", "direct")
+
+
+def rounds_order(number: int) -> tuple[str, ...]:
+    """The paths in round ``number``'s order: rotated by one from round to round (module docstring)."""
+    shift = number % len(PATHS)
+    return PATHS[shift:] + PATHS[:shift]
+
+
+def measure(spark, path: str, root: Path) -> Measure:  # noqa: ANN001
+    if path == "pipeline":
+        return pipeline(spark, root)
+    if path == "in-process":
+        return in_process(root)
+    return direct(root)
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
@@ -167,83 +249,77 @@ def main() -> None:
     parser.add_argument(
         "--store", type=Path, default=Path("/tmp/chaos-analysis-bench"), help="where runs are generated"
     )
-    parser.add_argument("--skip-direct", action="store_true", help="only the pipeline")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of every path (default 3)")
+    parser.add_argument("--checkers", choices=("all", "run-level"), default="all",
+                        help="judge with every checker, or with the run-level ones only")
     parser.add_argument("--only", choices=("many-small", "one-big"), help="one workload only")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
 
     chosen = [w for w in workloads(args.scale) if args.only in (None, w.name)]
-    roots = {w.name: generate(args.store, w) for w in chosen}
+    roots = {w.name: generate(args.store, w, args.checkers) for w in chosen}
+    warm_up = generate(args.store, Workload("warm-up", 10, 1_000, 10), args.checkers)
+    print(f"load average at the start {_load()} on {os.cpu_count()} cores", flush=True)
 
     started = time.perf_counter()
     spark = start_session(MASTER)
     session_s = time.perf_counter() - started
-    rows = []
+    print(f"Spark session start ({MASTER}): {session_s:.1f} s (not included below)", flush=True)
+    measured: dict[str, dict[str, list[Measure]]] = {w.name: {p: [] for p in PATHS} for w in chosen}
     try:
-        for workload in chosen:
-            seconds, cpu, ops, invalid, laps, task_cpu = pipeline(spark, roots[workload.name])
-            row = {
-                "workload": workload,
-                "pipeline_s": seconds,
-                "pipeline_cpu": cpu,
-                "ops": ops,
-                "pipeline_invalid": invalid,
-                "laps": laps,
-                "task_cpu": task_cpu,
-            }
-            if not args.skip_direct:
-                d_seconds, d_cpu, d_ops, d_invalid, d_phases = direct(roots[workload.name])
-                row.update(
-                    direct_s=d_seconds, direct_cpu=d_cpu, direct_ops=d_ops, direct_invalid=d_invalid, direct_phases=d_phases
-                )
-            rows.append(row)
-            print(f"done: {workload.name}", file=sys.stderr)
+        for path in PATHS:
+            m = measure(spark, path, warm_up)
+            print(f"warm-up ({path}, the first analysis of the session on it): {m.seconds:.1f} s, "
+                  f"{m.cpu:.1f} CPU s for {m.ops:,} operations", flush=True)
+        for number in range(args.repeat):
+            for workload in chosen:
+                for path in rounds_order(number):
+                    m = measure(spark, path, roots[workload.name])
+                    measured[workload.name][path].append(m)
+                    print(f"round {number + 1} {workload.name:<10} {path:<10} {m.seconds:>7.1f} s "
+                          f"{m.cpu:>7.1f} CPU s {m.ops:>10,} ops  not valid {m.invalid}  load {_load()}",
+                          flush=True)
     finally:
         spark.stop()
 
-    load = os.getloadavg()
-    print(
-        f"\nSpark session start ({MASTER}): {session_s:.1f} s (not included below); "
-        f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} on {os.cpu_count()} cores\n"
-    )
+    print(f"\nmedians over {args.repeat} rounds, checkers: {args.checkers}; load average at the end "
+          f"{_load()} on {os.cpu_count()} cores\n")
     header = (
-        f"{'workload':<22} {'ops':>10} | {'pipeline s':>10} {'cpu s':>7} {'ops/s':>7} {'ops/cpu-s':>9} | "
-        f"{'direct s':>8} {'cpu s':>7} {'ops/s':>7} | {'wall ratio':>10} {'cpu ratio':>9}"
+        f"{'workload':<22} {'path':<10} {'ops':>10} | {'wall s':>7} {'CPU s':>7} {'ops/s':>8} {'ops/CPU-s':>9} | "
+        f"{'pipeline / this, wall':>21} {'CPU':>17}"
     )
     print(header)
     print("-" * len(header))
-    for row in rows:
-        w = row["workload"]
-        label = f"{w.runs} x {w.ops:,} ops"
-        pipeline_cols = (
-            f"{row['pipeline_s']:>10.1f} {row['pipeline_cpu']:>7.1f} {row['ops'] / row['pipeline_s']:>7,.0f} "
-            f"{row['ops'] / row['pipeline_cpu']:>9,.0f}"
-        )
-        if "direct_s" in row:
-            direct_cols = (
-                f"{row['direct_s']:>8.1f} {row['direct_cpu']:>7.1f} {row['direct_ops'] / row['direct_s']:>7,.0f} | "
-                f"{row['pipeline_s'] / row['direct_s']:>9.2f}x {row['pipeline_cpu'] / row['direct_cpu']:>8.2f}x"
-            )
-        else:
-            direct_cols = f"{'-':>8} {'-':>7} {'-':>7} | {'-':>10} {'-':>9}"
-        print(f"{label:<22} {row['ops']:>10,} | {pipeline_cols} | {direct_cols}")
+    for workload in chosen:
+        runs = measured[workload.name]
+        label = f"{workload.runs} x {workload.ops:,} ops"
+        for path in PATHS:
+            ms = runs[path]
+            wall, cpu = _median([m.seconds for m in ms]), _median([m.cpu for m in ms])
+            ops = ms[0].ops
+            ratios = ""
+            if path != "pipeline":
+                walls = [p.seconds / m.seconds for p, m in zip(runs["pipeline"], ms, strict=True)]
+                cpus = [p.cpu / m.cpu for p, m in zip(runs["pipeline"], ms, strict=True)]
+                ratios = (f"{_median(walls):>6.2f}x ({min(walls):.2f}-{max(walls):.2f}) "
+                          f"{_median(cpus):>6.2f}x ({min(cpus):.2f}-{max(cpus):.2f})")
+            print(f"{label:<22} {path:<10} {ops:>10,} | {wall:>7.1f} {cpu:>7.1f} {ops / wall:>8,.0f} "
+                  f"{ops / cpu:>9,.0f} | {ratios}")
     print()
-    for row in rows:
-        laps = ", ".join(f"{k} {v:.1f}" for k, v in row["laps"].items())
-        bad = f"; runs not valid: pipeline {row['pipeline_invalid']}, direct {row.get('direct_invalid', '-')}"
-        print(f"{row['workload'].name}: pipeline steps (s): {laps}{bad}")
-        print(f"  {'inside the tasks (CPU s)':<28} " + ", ".join(f"{k} {v:.1f}" for k, v in row["task_cpu"].items()))
-        if "direct_phases" in row:
-            print(f"  {'direct (CPU s)':<28} " + ", ".join(f"{k} {v:.1f}" for k, v in row["direct_phases"].items()))
-        for label, phases, ops in (
-            ("pipeline tasks", row["task_cpu"], row["ops"]),
-            ("direct", row.get("direct_phases"), row.get("direct_ops")),
-        ):
-            if phases and phases.get("run_level_s"):
+    for workload in chosen:
+        runs = measured[workload.name]
+        for path in PATHS:
+            phases: dict[str, float] = {}
+            for m in runs[path]:
+                for key, value in m.phases.items():
+                    phases[key] = phases.get(key, 0.0) + value / len(runs[path])
+            where = "inside the tasks" if path != "direct" else "direct"
+            print(f"{workload.name} {path}: {where}, CPU s (mean): " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()))
+            ops = runs[path][0].ops
+            if phases.get("run_level_s"):
                 checks, parse = phases["run_level_s"], phases.get("parse_s", 0.0)
-                print(
-                    f"  run-level checkers, {label + ':':<16} {ops / checks:>9,.0f} ops/cpu-s "
-                    f"({ops / (checks + parse):,.0f} with parsing)"
-                )
+                print(f"  run-level checkers {ops / checks:>9,.0f} ops/CPU-s ({ops / (checks + parse):,.0f} with parsing)")
 
 
 if __name__ == "__main__":
