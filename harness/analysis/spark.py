@@ -232,17 +232,23 @@ def preflight(master: str) -> None:
         ) from None
 
 
-def _not_py4j_interrupt(record: logging.LogRecord) -> bool:
-    """False for py4j's report of a Ctrl-C (or SIGTERM) that landed during a call into the JVM: a traceback
-    on the root logger per interrupted call, before the harness's own one-line "interrupted"."""
-    return not (record.exc_info and record.exc_info[0] is KeyboardInterrupt
-                and record.getMessage().startswith("KeyboardInterrupt while sending command"))
+def _not_py4j_noise(record: logging.LogRecord) -> bool:
+    """False for py4j's tracebacks on the root logger that the harness says in one line of its own: a
+    Ctrl-C (or SIGTERM) that landed during a call into the JVM ("interrupted"), and a call whose connection
+    dropped because the JVM ended (:func:`jvm_ended`; the exception itself still reaches the caller)."""
+    if not record.exc_info or record.exc_info[0] is None:
+        return True
+    kind, message = record.exc_info[0], record.getMessage()
+    if kind is KeyboardInterrupt and message.startswith("KeyboardInterrupt while sending command"):
+        return False
+    dropped = issubclass(kind, ConnectionError) or kind.__name__ == "Py4JNetworkError"
+    return not (dropped and message.startswith("Exception while sending command"))
 
 
 def start_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
     """Start (or join, in this process) the analysis Spark session. Raises :class:`SparkUnavailable`."""
-    if _not_py4j_interrupt not in logging.getLogger().filters:
-        logging.getLogger().addFilter(_not_py4j_interrupt)
+    if _not_py4j_noise not in logging.getLogger().filters:
+        logging.getLogger().addFilter(_not_py4j_noise)
     master = resolve_master(master)
     preflight(master)
     if is_local(master):
@@ -278,6 +284,7 @@ def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
 
     if SparkContext._gateway is not None:
         return
+    _fatal.clear()
     spark_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(APP_NAME)
     for key, value in settings.items():
         spark_conf.set(key, value)
@@ -397,10 +404,19 @@ _TRACE_CONTINUATION = ("\tat ", "\t... ", "Caused by: ", "\tSuppressed: ")
 _stopping = threading.Event()
 
 
+# The JVM's last fatal error line (an OutOfMemoryError), for the sentence said when the JVM ends mid-analysis.
+_fatal: list[str] = []
+_FATAL = re.compile(r"java\.lang\.OutOfMemoryError: [^\n]*")
+
+
 def _forward_stderr(stream: IO[bytes]) -> None:
     quiet = StderrFilter(_stopping.is_set)
     for raw in iter(stream.readline, b""):
-        _write(quiet.feed(raw.decode("utf-8", errors="replace")))
+        line = raw.decode("utf-8", errors="replace")
+        fatal = _FATAL.search(line)
+        if fatal:
+            _fatal[:] = [fatal.group(0).strip()]
+        _write(quiet.feed(line))
     _write(quiet.flush())
 
 
@@ -429,9 +445,39 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     spark = start_session(master, conf)
     try:
         yield spark
+    except Exception as exc:
+        ended = jvm_ended(exc)
+        if ended is None:
+            raise
+        raise SparkUnavailable(ended) from None
     finally:
         _stopping.set()
-        spark.stop()
+        if jvm_ended() is None:
+            spark.stop()
+
+
+JVM_EXIT_WAIT_S = 15.0
+"""How long an error that looks like the JVM's connection dropping waits for the JVM to be seen gone."""
+
+
+def jvm_ended(error: BaseException | None = None) -> str | None:
+    """``None`` while the JVM this process started runs; once it has ended (out of memory, killed), one
+    sentence saying so and what to do. ``error``, what the analysis raised, says whether to wait a moment
+    for the JVM to finish exiting: a dropped py4j connection comes before the process is gone."""
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    if process is None:
+        return None
+    dropped = isinstance(error, ConnectionError | EOFError) or type(error).__name__.startswith("Py4J")
+    try:
+        status = process.wait(timeout=JVM_EXIT_WAIT_S if dropped else 0)
+    except subprocess.TimeoutExpired:
+        return None
+    if _fatal:
+        return (f"Spark's JVM ran out of memory during the analysis ({_fatal[0]}); give it more with "
+                "--spark-conf spark.driver.memory=8g (and the machine the memory), or analyse fewer runs at once")
+    return f"Spark's JVM ended during the analysis (exit status {status}); its errors are above"
 
 
 def _active_session() -> SparkSession | None:

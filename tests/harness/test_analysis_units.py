@@ -440,6 +440,19 @@ def test_runs_are_packed_into_tasks_of_similar_size_a_big_run_alone() -> None:
     assert pack_runs({("t", "a"): 1}, 8) == [[("t", "a")]]
 
 
+
+def test_tables_come_back_in_chunks_of_runs_within_the_budget_a_bigger_run_alone() -> None:
+    from harness.analysis.pipeline import table_chunks
+
+    sizes = {("t", f"r{i}"): 3 for i in range(7)} | {("t", "big"): 50, ("u", "r0"): 4}
+    chunks = table_chunks(sizes, budget=10)
+    assert [key for chunk in chunks for key in chunk] == sorted(sizes)  # every run once, in order
+    assert [("t", "big")] in chunks
+    for chunk in chunks:
+        assert len(chunk) == 1 or sum(sizes[key] for key in chunk) <= 10
+    assert len(chunks) == 4  # big | 3+3+3 | 3+3+3 | 3+4: a chunk ends where the next run would not fit
+    assert table_chunks({}) == []
+
 @pytest.mark.parametrize("terminal", [False, True])
 def test_running_cases_get_a_line_each_and_names_are_not_markup(terminal: bool) -> None:
     from rich.console import Console
@@ -510,3 +523,72 @@ def test_a_corrupt_test_json_makes_the_run_unknown_and_says_why(content: bytes, 
     outcome = RunOutcome(run=None, valid=UNKNOWN, results=results, results_path=Path("results.json"))  # type: ignore[arg-type]
     failed = outcome.failed_checkers()
     assert list(failed) == ["input"] and failed["input"].startswith("test.json") and reason in failed["input"]
+
+
+@pytest.mark.parametrize("jvm_alive", [False, True])
+def test_a_jvm_that_ends_mid_analysis_is_one_sentence_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, jvm_alive: bool
+) -> None:
+    import subprocess
+
+    import pyspark
+    from py4j.protocol import Py4JNetworkError
+
+    from harness.analysis import spark as spark_module
+
+    stopped: list[bool] = []
+
+    class Session:
+        def stop(self) -> None:
+            if not jvm_alive:
+                raise ConnectionRefusedError(111, "Connection refused")  # what stopping a dead JVM raises
+            stopped.append(True)
+
+    process = subprocess.Popen(["sleep", "30"] if jvm_alive else ["true"])
+    if not jvm_alive:
+        process.wait()
+    monkeypatch.setattr(pyspark.SparkContext, "_gateway", type("Gateway", (), {"proc": process})(), raising=False)
+    monkeypatch.setattr(spark_module, "preflight", lambda master: None)
+    monkeypatch.setattr(spark_module, "_active_session", lambda: None)
+    monkeypatch.setattr(spark_module, "start_session", lambda master, conf: Session())
+    monkeypatch.setattr(spark_module, "_fatal", ["java.lang.OutOfMemoryError: Java heap space"])
+    try:
+        if jvm_alive:  # an error of the analysis itself goes on as it is, and the session is stopped
+            with pytest.raises(ValueError), spark_module.spark_session("local[1]"):
+                raise ValueError("a checker's bug")
+            assert stopped == [True]
+        else:
+            with pytest.raises(SparkUnavailable) as caught, spark_module.spark_session("local[1]"):
+                raise Py4JNetworkError("Answer from Java side is empty")
+            message = str(caught.value)
+            assert "ran out of memory" in message and "Java heap space" in message
+            assert "spark.driver.memory" in message and "\n" not in message
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_py4j_tracebacks_the_harness_says_in_a_line_of_its_own_are_dropped_and_no_others() -> None:
+    import logging
+    import sys
+
+    from py4j.protocol import Py4JNetworkError
+
+    from harness.analysis.spark import _not_py4j_noise
+
+    def record(message: str, error: BaseException | None) -> logging.LogRecord:
+        try:
+            if error is not None:
+                raise error
+        except BaseException:  # noqa: BLE001 - the record carries whatever was raised
+            info = sys.exc_info()
+        else:
+            info = None
+        return logging.LogRecord("root", logging.ERROR, __file__, 1, message, None, info)
+
+    assert not _not_py4j_noise(record("Exception while sending command.", Py4JNetworkError("dropped")))
+    assert not _not_py4j_noise(record("Exception while sending command.", ConnectionResetError(104, "reset")))
+    assert not _not_py4j_noise(record("KeyboardInterrupt while sending command.", KeyboardInterrupt()))
+    assert _not_py4j_noise(record("Exception while sending command.", ValueError("a bug of ours")))
+    assert _not_py4j_noise(record("something else", Py4JNetworkError("dropped")))
+    assert _not_py4j_noise(record("Exception while sending command.", None))
