@@ -458,6 +458,8 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
 
 JVM_EXIT_WAIT_S = 15.0
 """How long an error that looks like the JVM's connection dropping waits for the JVM to be seen gone."""
+JVM_ERROR_WAIT_S = 2.0
+"""How long any other error from the JVM waits (an out-of-memory JVM may report a failed job first)."""
 
 
 def jvm_ended(error: BaseException | None = None) -> str | None:
@@ -469,9 +471,13 @@ def jvm_ended(error: BaseException | None = None) -> str | None:
     process = getattr(SparkContext._gateway, "proc", None)
     if process is None:
         return None
-    dropped = isinstance(error, ConnectionError | EOFError) or type(error).__name__.startswith("Py4J")
+    kind = type(error).__name__
+    if isinstance(error, ConnectionError | EOFError) or kind == "Py4JNetworkError":
+        wait = JVM_EXIT_WAIT_S
+    else:
+        wait = JVM_ERROR_WAIT_S if kind.startswith("Py4J") else 0.0
     try:
-        status = process.wait(timeout=JVM_EXIT_WAIT_S if dropped else 0)
+        status = process.wait(timeout=wait)
     except subprocess.TimeoutExpired:
         return None
     if _fatal:
