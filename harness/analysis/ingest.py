@@ -10,9 +10,11 @@ and, for runs small enough, linearizability key by key, on what it parsed. Parsi
 the same task matters: the durability checker reads raw history events, which no table keeps, and a
 1,000,000-operation history takes seconds to parse.
 
-A big run (a history of :data:`SPLIT_FROM_BYTES` or more) is read by two tasks that can run on two
-cores at once: one as above but for linearizability, which :func:`linearizability_task_of` checks (with
-the ``operations`` table) from the history alone. Parsing the history twice costs less than waiting for
+A big run (a history of :data:`SPLIT_FROM_BYTES` or more) whose checkers may include linearizability
+(:func:`splits`) is read by two tasks that can run on two cores at once: one as above but for
+linearizability, which :func:`linearizability_task_of` checks (with the ``operations`` table) from the
+history alone. A big run that ``test.json`` says is not checked for linearizability is one task: a second
+would parse its history again for nothing but the ``operations`` table. Parsing the history twice costs less than waiting for
 one core to do everything: in a run of a million operations, parsing the history is about a quarter of
 the work, the journals another quarter, and linearizability with the operations table about as much as
 the other checkers with the journal table.
@@ -189,6 +191,16 @@ def _input_error(exc: HistoryError) -> InputError:
     return InputError(file=exc.source, line=exc.line, reason=exc.reason)
 
 
+def splits(spec: Mapping[str, Any]) -> bool:
+    """Whether a big run of this ``test.json`` is read by two tasks (module docstring): unless the checkers
+    it names (or its workload declares) leave linearizability out, or it declares linearizability not
+    applicable. What the history holds cannot be known before it is parsed, so a run that names no
+    checkers splits. The first task and whoever schedules the second (``harness.analysis.pipeline``,
+    ``harness.analysis.inprocess``) both ask this of the same file."""
+    params = run_params(spec, None)
+    return LINEARIZABLE in run_checkers(params) and LINEARIZABLE not in params.not_applicable
+
+
 def read_spec(content: bytes | None) -> tuple[dict[str, Any], InputError | None]:
     if content is None:
         return {}, InputError(TEST_JSON, None, "no such file")
@@ -363,8 +375,8 @@ def read_run_files(
     """Read, validate and check one run from its files (name relative to the run directory -> bytes).
 
     ``tables``: also build the run's ``journal`` columns, and its ``operations`` columns unless the
-    history is big (``split_from_bytes``): then linearizability stays pending for
-    :func:`read_run_linearizability`, which makes the operations too. Never raises for bad input.
+    history is big (``split_from_bytes``) and the run :func:`splits`: then linearizability stays pending
+    for :func:`read_run_linearizability`, which makes the operations too. Never raises for bad input.
     """
     phases = _Phases()
     errors: list[InputError] = []
@@ -394,7 +406,7 @@ def read_run_files(
     )
     checks.verdicts = blame_the_stop(checks.verdicts, stop)
     phases.lap("run_level_s")
-    big = len(files.get(HISTORY, b"")) >= split_from_bytes
+    big = len(files.get(HISTORY, b"")) >= split_from_bytes and splits(spec)
     operations = _empty(OPERATIONS)
     if history is not None and LINEARIZABLE in checks.pending and not big:
         checks.pending.remove(LINEARIZABLE)
@@ -449,13 +461,16 @@ def read_run_linearizability(
     tables: bool = True,
 ) -> RunRecords:
     """The other half of a big run: linearizability (when the run's checkers include it) and the
-    ``operations`` columns, from ``test.json`` and the history alone. An unreadable history yields
-    nothing here: :func:`read_run_files` reports it."""
+    ``operations`` columns, from ``test.json`` and the history alone; nothing for a run that does not
+    :func:`splits` (the first task made its operations). An unreadable history yields nothing here:
+    :func:`read_run_files` reports it."""
     phases = _Phases()
     spec, _ = read_spec(files.get(TEST_JSON))
-    history, _ = _read_history(files)
     checks = RunChecks()
     operations = _empty(OPERATIONS)
+    if not splits(spec):  # the first task checks it and makes its operations (module docstring)
+        return RunRecords(run=None, operations=operations, journal=_empty(JOURNAL), checks=checks)
+    history, _ = _read_history(files)
     phases.lap("parse_s")
     if history is not None:
         params = run_params(spec, history)

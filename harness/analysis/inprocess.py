@@ -80,7 +80,7 @@ def analyze_here(
         for done, run in enumerate(runs, start=1):
             found = run_files(selection.storage, run)
             rows = list(_rows(task, _files_batch(selection, [path for path, _ in found])))
-            big = big_files(found, options.split_from_bytes)
+            big = big_files(selection.storage, found, options.split_from_bytes)
             if big:
                 rows += _rows(second, _files_batch(selection, big))
             small += (row for row in rows if row["kind"] in SMALL_KINDS)

@@ -54,6 +54,8 @@ from harness.analysis.ingest import (
     VERDICT,
     ingest_task,
     linearizability_task_of,
+    read_spec,
+    splits,
 )
 from harness.analysis.progress import Progress, SilentProgress, watch_spark
 from harness.analysis.spark import spark_session
@@ -266,7 +268,7 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
     whole = _read(spark, storage, [[path for key in pack for path, _ in files[key]] for pack in packs])
     records = whole.mapInArrow(task, dataset.ddl(OUTPUT_COLUMNS))
     # A big run's test.json and history once more, for its second task.
-    big = [big_files(found) for found in files.values() if big_files(found, options.split_from_bytes)]
+    big = [paths for found in files.values() if (paths := big_files(storage, found, options.split_from_bytes))]
     if big:
         halves = _read(spark, storage, big).mapInArrow(
             linearizability_task_of(options.key_timeout_s, options.max_states, options.write_dataset),
@@ -312,12 +314,18 @@ def known_runs(storage: Storage, runs: Sequence[StoredRun]) -> dict[tuple[str, s
     }
 
 
-def big_files(found: Sequence[tuple[PurePath, int]], split_from_bytes: int | None = None) -> list[PurePath]:
-    """A run's ``test.json`` and history, what the second task of a big run reads; with
-    ``split_from_bytes``, nothing unless the history is that big."""
-    if split_from_bytes is not None and not any(
-        path.name == HISTORY and size >= split_from_bytes for path, size in found
-    ):
+def big_files(storage: Storage, found: Sequence[tuple[PurePath, int]], split_from_bytes: int) -> list[PurePath]:
+    """A run's ``test.json`` and history, what the second task of a big run reads; nothing unless the
+    history is ``split_from_bytes`` or more and the run :func:`~harness.analysis.ingest.splits` (its
+    ``test.json`` read here; the task asks again of what it reads)."""
+    if not any(path.name == HISTORY and size >= split_from_bytes for path, size in found):
+        return []
+    spec = next((path for path, _ in found if path.name == TEST_JSON), None)
+    try:
+        content = storage.read_bytes(spec) if spec is not None else None
+    except OSError:
+        content = None  # the task says why, as for any run
+    if not splits(read_spec(content)[0]):
         return []
     return [path for path, _ in found if path.name in (TEST_JSON, HISTORY)]
 

@@ -220,7 +220,7 @@ def test_a_run_is_judged_by_the_direct_judges_rules(tmp_path: Path, variant: dic
         assert "no election terms" in spark_like["not_applicable"]["single-leader-per-term"]
 
 
-def test_a_big_runs_second_task_skips_linearizability_declared_not_applicable(tmp_path: Path) -> None:
+def test_a_big_runs_second_task_does_nothing_when_linearizability_is_declared_not_applicable(tmp_path: Path) -> None:
     from harness.analysis import ingest
 
     run = write_run(tmp_path, "reg", "20261120T020000", ops=60, keys=2)
@@ -228,10 +228,11 @@ def test_a_big_runs_second_task_skips_linearizability_declared_not_applicable(tm
     spec["not_applicable"] = {"linearizable": "the system keeps no registers"}
     (run / "test.json").write_text(json.dumps(spec), encoding="utf-8")
     rows = [r for b in ingest.linearizability_task_of()(iter(_group(run))) for r in b.to_pylist()]
-    assert [r["kind"] for r in rows] == ["table", "phases"]  # its operations, and no verdict
+    assert [r["kind"] for r in rows] == ["phases"]  # no verdict, and the operations are the first task's
     assert set(json.loads(rows[-1]["text"])) <= set(ingest.PHASES)
     first = read_run(run, "reg", run.name)
     assert "linearizable" not in first.checks.verdicts and first.checks.pending == []
+    assert len(first.operations["id"]) > 0
     assert first.run["not_applicable"] == {"linearizable": "the system keeps no registers"}
 
 
@@ -395,19 +396,21 @@ def test_a_crashed_run_is_unknown_for_its_workloads_checkers(
         CHECKERS)
 
 
+def _outputs(task, run: Path) -> dict[tuple[str, str], dict]:  # noqa: ANN001 - a task function
+    """A task's output rows over ``run``'s files, by (kind, name)."""
+    rows = [r for b in task(iter(_group(run))) for r in b.to_pylist()]
+    return {(r["kind"], r["name"]): r for r in rows}
+
+
 def test_a_big_run_is_split_between_two_tasks_that_together_say_what_one_would(tmp_path: Path) -> None:
     from harness.analysis import ingest
 
     run = write_run(tmp_path, "reg", "20261120T020000", ops=300, keys=4, lost_write=True)
     known = {("reg", run.name): {"path": str(run)}}
 
-    def outputs(task) -> dict[tuple[str, str], dict]:  # noqa: ANN001
-        rows = [r for b in task(iter(_group(run))) for r in b.to_pylist()]
-        return {(r["kind"], r["name"]): r for r in rows}
-
-    whole = outputs(ingest.ingest_task(known))
-    first = outputs(ingest.ingest_task(known, split_from_bytes=1))
-    second = outputs(ingest.linearizability_task_of())
+    whole = _outputs(ingest.ingest_task(known), run)
+    first = _outputs(ingest.ingest_task(known, split_from_bytes=1), run)
+    second = _outputs(ingest.linearizability_task_of(), run)
     assert json.loads(first[("run", None)]["text"])["pending"] == ["linearizable"]
     assert ("verdict", "linearizable") not in first and ("table", "operations") not in first
     assert set(second) == {("verdict", "linearizable"), ("table", "operations"), ("phases", None)}
@@ -426,6 +429,36 @@ def test_a_big_run_is_split_between_two_tasks_that_together_say_what_one_would(t
     # a small run's test.json alone, as the second reader also gets it: nothing
     only_spec = [pa.RecordBatch.from_pylist([{"path": f"file:{run}/test.json", "content": b"{}"}])]
     assert list(ingest.linearizability_task_of()(iter(only_spec))) == []
+
+
+def test_a_big_run_not_checked_for_linearizability_is_one_task_that_parses_its_history_once(tmp_path: Path) -> None:
+    from checkers.registry import CHECKERS
+    from harness.analysis import ingest
+    from harness.analysis.discovery import run_files
+    from harness.analysis.pipeline import big_files
+
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=300, keys=4, lost_write=True)
+    known = {("reg", run.name): {"path": str(run)}}
+
+    def second_files() -> list[Path]:
+        selection = find_runs([tmp_path])
+        return big_files(selection.storage, run_files(selection.storage, selection.runs[0]), 1)
+
+    assert {p.name for p in second_files()} == {"test.json", "history.jsonl"}  # names no checkers: may need it
+    spec = json.loads((run / "test.json").read_text())
+    run_level = [name for name in CHECKERS if name != "linearizable"]
+    (run / "test.json").write_text(json.dumps({**spec, "checkers": run_level}))
+    assert ingest.splits(json.loads((run / "test.json").read_text())) is False
+    assert second_files() == []
+    whole = _outputs(ingest.ingest_task(known), run)
+    first = _outputs(ingest.ingest_task(known, split_from_bytes=1), run)
+    assert json.loads(first[("run", None)]["text"])["pending"] == []
+    assert first[("table", "operations")]["payload"] == whole[("table", "operations")]["payload"]
+    assert {name for kind, name in first if kind == "verdict"} == set(run_level)
+    # a second task scheduled all the same (its driver could not read test.json) adds nothing
+    assert set(_outputs(ingest.linearizability_task_of(), run)) == {("phases", None)}
+    (run / "test.json").write_text(json.dumps({**spec, "not_applicable": {"linearizable": "no keys"}}))
+    assert second_files() == []
 
 
 def test_runs_are_packed_into_tasks_of_similar_size_a_big_run_alone() -> None:
