@@ -258,6 +258,37 @@ class JournalEvent:
         return out
 
 
+_EVENT_SLOTS: dict[str, Any] = {name: JournalEvent.__dict__[name].__set__ for name in JournalEvent.__slots__}
+
+
+def new_journal_event(
+    node: str,
+    seq: int,
+    wall: float,
+    event: str,
+    data: dict[str, Any],
+    line: int,
+    *,
+    _new: Any = object.__new__,
+    _node: Any = _EVENT_SLOTS['node'],
+    _seq: Any = _EVENT_SLOTS['seq'],
+    _wall: Any = _EVENT_SLOTS['wall'],
+    _event: Any = _EVENT_SLOTS['event'],
+    _data: Any = _EVENT_SLOTS['data'],
+    _line: Any = _EVENT_SLOTS['line'],
+) -> JournalEvent:
+    """``JournalEvent(...)`` at half the cost (about 1 µs less an event; a run's journals hold several
+    events per operation), as :func:`new_operation` makes an :class:`Operation`."""
+    made = _new(JournalEvent)
+    _node(made, node)
+    _seq(made, seq)
+    _wall(made, wall)
+    _event(made, event)
+    _data(made, data)
+    _line(made, line)
+    return made  # type: ignore[no-any-return]
+
+
 def _hashable(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key
 
@@ -982,6 +1013,7 @@ def _parse_journal(
     needs = JOURNAL_EVENT_FIELDS
     checked = CHECKED_JOURNAL_EVENTS
     missing = _MISSING
+    new_event = new_journal_event
     for number, text in enumerate(lines, start=1):
         try:
             raw = decode(text)
@@ -1040,7 +1072,7 @@ def _parse_journal(
                 raise HistoryError(source, number, f"role event role must be a string, not {data['role']!r}")
         elif compact and event not in checked:
             continue
-        append(JournalEvent(node, seq, wall, event, data, number))
+        append(new_event(node, seq, wall, event, data, number))
     return events
 
 

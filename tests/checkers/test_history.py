@@ -443,6 +443,17 @@ def test_new_operation_is_the_operation_every_field_included() -> None:
     assert [getattr(made, f.name) for f in fields(Operation)] == list(values)
 
 
+def test_new_journal_event_is_the_journal_event_every_field_included() -> None:
+    from dataclasses import fields
+
+    from checkers.history import JournalEvent, new_journal_event
+
+    values = ("n2", 41, 1700000000.25, "apply", {"lsn": (3, 9), "key": "k1", "op": {"f": "write"}}, 42)
+    made, built = new_journal_event(*values), JournalEvent(*values)
+    assert type(made) is JournalEvent and made == built and hash(made.node) == hash(built.node)
+    assert [getattr(made, f.name) for f in fields(JournalEvent)] == list(values)
+
+
 def test_operation_rows_read_as_the_operations(tmp_path: Path) -> None:
     from dataclasses import fields
 
