@@ -10,7 +10,7 @@ re-analysis; what the controller wrote into ``results.json`` survives re-analysi
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pytest
 
@@ -250,10 +250,19 @@ def test_each_pack_is_a_partition_of_its_own_and_the_sessions_settings_come_back
 ) -> None:
     """Spark 4.1+ zips a union of one-partition inputs into one partition (the whole analysis then ran as
     one task); under the analysis's settings each pack stays a partition, and the session's own value of
-    the setting is back afterwards. The tasks report their CPU by phase."""
+    the setting is back afterwards. Files the tasks read themselves (a local store) and files through
+    Spark's ``binaryFile`` reader (any other store) reach them alike. The tasks report their CPU by phase."""
     from harness.analysis.discovery import run_files
     from harness.analysis.ingest import PHASES
     from harness.analysis.pipeline import ANALYSIS_SQL_CONF, _read, _sql_conf
+    from harness.analysis.storage import LocalStorage
+
+    class Elsewhere(LocalStorage):  # as HDFS or object storage looks: nothing on this machine's filesystem
+        def local(self, path: PurePath) -> None:
+            return None
+
+    def each(batches):  # noqa: ANN001, ANN202 - a task that hands its files back as it got them
+        yield from batches
 
     store, analysis = batch
     selection = find_runs([store])
@@ -261,8 +270,14 @@ def test_each_pack_is_a_partition_of_its_own_and_the_sessions_settings_come_back
     key = "spark.sql.unionOutputPartitioning"
     spark.conf.set(key, "true")
     try:
+        read = {}
         with _sql_conf(spark, ANALYSIS_SQL_CONF):
-            assert _read(spark, selection.storage, packs).rdd.getNumPartitions() == len(packs) == 4
+            for storage in (selection.storage, Elsewhere()):
+                frame = _read(spark, storage, packs, each, "path string, content binary")
+                assert frame.rdd.getNumPartitions() == len(packs) == 4
+                read[type(storage)] = sorted((row.path.removeprefix("file:").lstrip("/"), row.content)
+                                             for row in frame.collect())
+        assert read[LocalStorage] == read[Elsewhere] and len(read[LocalStorage]) == sum(map(len, packs))
         assert spark.conf.get(key) == "true"
     finally:
         spark.conf.unset(key)

@@ -461,6 +461,28 @@ def test_a_big_run_not_checked_for_linearizability_is_one_task_that_parses_its_h
     assert second_files() == []
 
 
+def test_a_task_reading_its_runs_files_itself_says_what_it_says_on_spark_s_reader(tmp_path: Path) -> None:
+    from harness.analysis import ingest
+    from harness.analysis.pipeline import reading_files
+
+    runs = [write_run(tmp_path, "reg", f"20261120T02000{i}", ops=120, keys=3, seed=i, lost_write=i == 1)
+            for i in range(2)]
+    known = {("reg", run.name): {"path": str(run)} for run in runs}
+    files = [[(f"file:{path}", str(path)) for path in sorted(run.rglob("*")) if path.is_file()] for run in runs]
+    (runs[1] / "nodes" / "n1" / "journal.jsonl").unlink()  # listed, then gone: left out, as if never there
+
+    def rows(task, batches) -> list[dict]:  # noqa: ANN001
+        return [r for b in task(iter(batches)) for r in b.to_pylist()]
+
+    ids = [pa.RecordBatch.from_pydict({"id": [1, 0]})]  # what spark.range hands a task: pack numbers
+    mine = rows(reading_files(files, ingest.ingest_task(known)), ids)
+    theirs = [r for run in runs for r in rows(ingest.ingest_task(known), _group(run))]  # by directory
+    assert [(r["kind"], r["run"], r["name"]) for r in mine] == [(r["kind"], r["run"], r["name"]) for r in theirs]
+    assert [r["payload"] for r in mine] == [r["payload"] for r in theirs]
+    verdicts = {(r["run"], r["name"]): json.loads(r["text"])["valid"] for r in mine if r["kind"] == "verdict"}
+    assert verdicts[(runs[1].name, "durability")] is False and verdicts[(runs[0].name, "durability")] is True
+
+
 def test_runs_are_packed_into_tasks_of_similar_size_a_big_run_alone() -> None:
     from harness.analysis.pipeline import pack_runs
 
