@@ -1,7 +1,8 @@
 """Ingestion: one stored run's files into verdicts and dataset files, inside a Spark task.
 
-The files reach the task through Spark's own reader (``binaryFile``, the Hadoop filesystem layer: local
-disks, a shared mount, HDFS, object storage), each run's files whole in one partition;
+The files reach the task as Spark's own reader (``binaryFile``) gives them, ``path`` and ``content`` rows:
+from that reader for a store elsewhere (HDFS, object storage), read by the task's Python for a local one
+(``harness.analysis.pipeline.reading_files``); each run's files whole in one partition;
 :func:`ingest_task` is the ``mapInArrow`` function over such a partition (one run, or a pack of small
 ones). :func:`read_run_files` is plain Python: it reads
 ``test.json``, validates ``history.jsonl`` and every ``nodes/<node>/journal.jsonl`` with

@@ -2,9 +2,10 @@
 
 :func:`analyze` does, for any number of runs, in one Spark application:
 
-1. **Read, ingest and check.** Spark's own reader (``binaryFile``: the Hadoop filesystem layer, so a
-   store on a shared filesystem, HDFS or object storage works as well as a local one) reads each run's
-   ``test.json``, ``history.jsonl`` and journals; the files are grouped by run directory and each run is
+1. **Read, ingest and check.** Each run's ``test.json``, ``history.jsonl`` and journals are read by the
+   task itself when the store is on this machine's filesystem (or mounted at the same path on every
+   worker), else by Spark's own reader (``binaryFile``: the Hadoop filesystem layer, so HDFS or object
+   storage works as well as a local store; :func:`_read`); the files are grouped by run directory and each run is
    handed whole to one task (``applyInArrow``, :mod:`harness.analysis.ingest`), which validates them,
    runs single-leader-per-term, lsn-monotonicity and durability, checks linearizability key by key, and
    encodes the run's rows of the ``operations`` and ``journal`` tables as Parquet files. A big run's
