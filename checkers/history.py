@@ -616,36 +616,54 @@ def _build(
                 line = decode_line(raw)
             except Exception:  # noqa: BLE001 - decoded again below, as a plain object, to say why or keep its other fields
                 pass
-            # The line of nearly every big history, a client's with only the required fields, key and
-            # value, in file order and time order: every check of the general path below holds for it
-            # (the decoder typed index, time and f), so it goes straight to the pairing of client
-            # operations after these few comparisons. Any other line takes the general path.
+            # The lines of nearly every big history, in file order and time order: a client's with only
+            # the required fields, key and value, and a client's that also names the node that answered
+            # and the LSN it gave (what a replicated system's adapter writes for nearly every ok). Every
+            # check of the general path below holds for them (the decoder typed index, time and f), so
+            # they go straight to the pairing of client operations after these few comparisons, keeping
+            # what the general path keeps (the LSN as a tuple). Any other line takes the general path.
             if (
                 line is not None
                 and (process := line.process).__class__ is int
                 and line.index == number - 1
                 and 0 <= last_time <= (time := line.time)
-                and line.node is _ABSENT
-                and line.lsn is _ABSENT
                 and line.error is _ABSENT
                 and ((kind := line.type) == "invoke" or kind in kind_code)
                 and (f := line.f)
             ):
-                checked = True
-                index = number - 1
-                last_time = time
+                node = line.node
+                lsn = line.lsn
                 key = line.key
                 value = line.value
-                if key is _ABSENT:
-                    key = None
-                if value is _ABSENT:
-                    value = None
-                if kind == "invoke":
-                    f = names.setdefault(f, f)
-                    if key.__class__ is str:
-                        key = names.setdefault(key, key)
-                node = lsn = error = group = extra = None
-                rest = False
+                if node is _ABSENT and lsn is _ABSENT:
+                    checked = True
+                    node = lsn = None
+                    rest = False
+                elif (
+                    node.__class__ is str
+                    and lsn.__class__ is list
+                    and len(lsn) == 2
+                    and (term := lsn[0]).__class__ is int
+                    and (seq := lsn[1]).__class__ is int
+                    and key is not _ABSENT
+                    and value is not _ABSENT
+                ):
+                    checked = True
+                    lsn = (term, seq)
+                    seen.add("lsn")
+                    rest = True
+                if checked:
+                    index = number - 1
+                    last_time = time
+                    if key is _ABSENT:
+                        key = None
+                    if value is _ABSENT:
+                        value = None
+                    if kind == "invoke":
+                        f = names.setdefault(f, f)
+                        if key.__class__ is str:
+                            key = names.setdefault(key, key)
+                    error = group = extra = None
         if not checked:
             if line is not None:
                 index = line.index

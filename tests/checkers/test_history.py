@@ -404,6 +404,9 @@ def _lines(draw: st.DrawFn) -> list[str]:
         for name in ("key", "value"):
             if draw(st.integers(0, 9)):
                 event[name] = key if name == "key" else draw(_FIELD_VALUES)
+        if not draw(st.integers(0, 2)):  # a node and an LSN, as an adapter writes them, mostly well formed
+            event["node"] = draw(st.sampled_from(["n1", "n1", "n1", 3, None]))
+            event["lsn"] = draw(st.sampled_from([[1, 2], [1, 2], [0, 7], [1, True], [1.0, 2], [2**70, 1], [1], "1", None]))
         for name in ("node", "lsn", "error", "group", "final", "guid"):
             if not draw(st.integers(0, 4)):
                 event[name] = draw(_FIELD_VALUES)
