@@ -1,8 +1,8 @@
 """The analysis pipeline without Spark: the same tasks and the same driver steps, in this process.
 
 A run is judged by one judge whose rules exist once. :func:`analyze_here` hands each run's files to the
-very functions Spark runs as ``mapInArrow`` tasks (:func:`harness.analysis.ingest.ingest_task`, and for a
-big run :func:`~harness.analysis.ingest.linearizability_task_of`), as one Arrow batch of ``path`` and
+very function Spark runs as a ``mapInArrow`` task (:func:`harness.analysis.ingest.ingest_task`; a big run
+too is one task here, where Spark gives it a second on another core), as one Arrow batch of ``path`` and
 ``content`` rows, which is what Spark's ``binaryFile`` reader gives them; what they return goes through
 the pipeline's own steps (:func:`harness.analysis.pipeline.conclude`: verdicts, ``results.json``, the
 run's partitions of the Parquet dataset written with pyarrow; then the reports). So ``results.json``
@@ -25,13 +25,12 @@ from typing import Any
 import pyarrow as pa
 
 from harness.analysis.discovery import RunSelection, find_runs, run_files
-from harness.analysis.ingest import PHASES_ROW, RUN, TABLE, VERDICT, ingest_task, linearizability_task_of
+from harness.analysis.ingest import PHASES_ROW, RUN, TABLE, VERDICT, ingest_task
 from harness.analysis.pipeline import (
     Analysis,
     AnalysisOptions,
     RunOutcome,
     Stopwatch,
-    big_files,
     conclude,
     known_runs,
     publish_pages,
@@ -42,6 +41,8 @@ from harness.analysis.progress import Progress, SilentProgress
 # Who judged a run, in its results.json's "analysis" record (Spark's master and version say it there).
 ENGINE = "in-process (harness.analysis.inprocess)"
 SMALL_KINDS = (RUN, VERDICT, PHASES_ROW)
+NO_SPLIT = 1 << 62
+"""No history is big enough here for a second task (:func:`analyze_here`)."""
 
 
 def _files_batch(selection: RunSelection, paths: Sequence[PurePath]) -> pa.RecordBatch:
@@ -70,9 +71,10 @@ def analyze_here(
     runs = list(selection.runs)
     if not runs:
         return result
+    # One task a run, big or not: a big run's second task is for a second core, and here both would run
+    # one after the other, the second parsing the history again (about 10 CPU s for 1,000,000 operations).
     task = ingest_task(known_runs(selection.storage, runs), options.key_timeout_s, options.max_states,
-                       options.write_dataset, options.split_from_bytes)
-    second = linearizability_task_of(options.key_timeout_s, options.max_states, options.write_dataset)
+                       options.write_dataset, split_from_bytes=NO_SPLIT)
     small: list[dict[str, Any]] = []
     tables: list[dict[str, Any]] = []
     try:
@@ -80,9 +82,6 @@ def analyze_here(
         for done, run in enumerate(runs, start=1):
             found = run_files(selection.storage, run)
             rows = list(_rows(task, _files_batch(selection, [path for path, _ in found])))
-            big = big_files(selection.storage, found, options.split_from_bytes)
-            if big:
-                rows += _rows(second, _files_batch(selection, big))
             small += (row for row in rows if row["kind"] in SMALL_KINDS)
             tables += (row for row in rows if row["kind"] == TABLE)
             progress.update(done, len(runs))

@@ -483,6 +483,20 @@ def test_a_task_reading_its_runs_files_itself_says_what_it_says_on_spark_s_reade
     assert verdicts[(runs[1].name, "durability")] is False and verdicts[(runs[0].name, "durability")] is True
 
 
+def test_in_process_a_big_run_is_one_task_its_history_parsed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.analysis import ingest
+    from harness.analysis.inprocess import analyze_here
+    from harness.analysis.pipeline import AnalysisOptions
+
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=300, keys=4, lost_write=True)
+    parsed = []
+    real = ingest.parse_history
+    monkeypatch.setattr(ingest, "parse_history", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    analysis = analyze_here(find_runs([tmp_path]), AnalysisOptions(split_from_bytes=1, write_reports=False))
+    checkers = analysis.outcome(run).results["checkers"]
+    assert len(parsed) == 1 and checkers["linearizable"]["valid"] is False and checkers["durability"]["valid"] is False
+
+
 def test_runs_are_packed_into_tasks_of_similar_size_a_big_run_alone() -> None:
     from harness.analysis.pipeline import pack_runs
 
