@@ -14,6 +14,7 @@ What this module guarantees (ENVIRONMENT.md, "PySpark"):
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -286,7 +287,7 @@ def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
         return
     _fatal.clear()
     spark_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(APP_NAME)
-    for key, value in settings.items():
+    for key, value in {**settings, **_jvm_scratch(settings)}.items():
         spark_conf.set(key, value)
     with _dies_with_the_harness():
         gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
@@ -295,6 +296,26 @@ def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
             target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True
         ).start()
     SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
+
+
+JVM_SCRATCH_PREFIX = "harness-spark-"
+"""The JVM's temporary directory, in this process's (``TMPDIR``): made at its start, removed at exit."""
+
+
+def _jvm_scratch(settings: Mapping[str, str]) -> dict[str, str]:
+    """Driver options that put everything the JVM writes to temporary files (Spark's ``spark-*`` and
+    ``artifacts-*`` directories, native libraries it unpacks, block manager files unless ``spark.local.dir``
+    says otherwise) in one directory of this process's, removed when this process exits. The JVM ends by
+    SIGKILL when the harness ends (:func:`_dies_with_the_harness`), before its own shutdown hooks delete
+    them: every analysis left three empty directories and a native library in ``/tmp`` (measured: 297
+    ``spark-*`` and 117 ``artifacts-*`` in two days of this machine's tests and benchmarks). A SIGKILLed
+    harness still leaves its one directory behind."""
+    scratch = tempfile.mkdtemp(prefix=JVM_SCRATCH_PREFIX)
+    atexit.register(shutil.rmtree, scratch, True)
+    if any(c.isspace() or c in "'\"" for c in scratch):  # Spark splits the options at spaces
+        return {}
+    options = settings.get("spark.driver.extraJavaOptions", "")
+    return {"spark.driver.extraJavaOptions": f"{options} -Djava.io.tmpdir={scratch}".strip()}
 
 
 PR_SET_PDEATHSIG = 1

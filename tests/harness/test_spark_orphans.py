@@ -77,6 +77,33 @@ def test_a_stopped_analysis_leaves_no_spark_process(store: Path, delay: float, s
     assert probe(store, delay, sig) == []
 
 
+@pytest.mark.parametrize("sig", [None, signal.SIGTERM], ids=["to-the-end", "term-while-it-judges"])
+def test_an_analysis_leaves_none_of_sparks_temporary_files(store: Path, tmp_path: Path, sig: int | None) -> None:
+    """The JVM writes its temporary files (``spark-*``, ``artifacts-*``, native libraries) in a directory of
+    the harness's, in ``TMPDIR``, and the harness removes it when it ends (they were left in ``/tmp``)."""
+    from harness.analysis.spark import JVM_SCRATCH_PREFIX
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    process = subprocess.Popen([HARNESS, "analyze", str(store)], env={**os.environ, "TMPDIR": str(temporary)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    written: set[str] = set()
+    try:
+        deadline = time.monotonic() + 240
+        while process.poll() is None and time.monotonic() < deadline:
+            written |= {path.name.split("-")[0] for path in temporary.glob(f"{JVM_SCRATCH_PREFIX}*/*")}
+            if sig is not None and "spark" in written:
+                process.send_signal(sig)
+                sig = None
+            time.sleep(0.1)
+        process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "spark" in written  # the JVM's own temporary directories were there
+    assert list(temporary.glob(f"{JVM_SCRATCH_PREFIX}*")) == []
+
+
 def test_a_signal_during_harness_runs_spark_analysis_leaves_the_run_whole_and_unjudged(tmp_path: Path) -> None:
     """``harness run --analysis spark`` judges the run once, on Spark; a SIGTERM while Spark starts stops
     that, leaves no Java process, and the run is stored whole with the controller's record, for
