@@ -381,7 +381,7 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     node: Any = _ABSENT
     lsn: Any = _ABSENT
     error: Any = _ABSENT
-    # (no ``group``: on an invoke it is an extra field, kept in Operation.extra, as a plain object says)
+    group: Any = _ABSENT  # a completion's group; on an invoke an extra field, kept in Operation.extra
 
 
 _LINE_DECODER = msgspec.json.Decoder(_Line)
@@ -607,9 +607,10 @@ def _build(
                 lsn = line.lsn
                 key = line.key
                 value = line.value
-                if node is _ABSENT and lsn is _ABSENT:
+                group = line.group
+                if node is _ABSENT and lsn is _ABSENT and group is _ABSENT:
                     checked = True
-                    node = lsn = None
+                    node = lsn = group = None
                     rest = False
                 elif (
                     node.__class__ is str
@@ -619,11 +620,15 @@ def _build(
                     and (seq := lsn[1]).__class__ is int
                     and key is not _ABSENT
                     and value is not _ABSENT
+                    and (group is _ABSENT or (group.__class__ is str and kind != "invoke"))
                 ):
+                    # (with a group: a sharded system's completion, the shard that gave the LSN)
                     checked = True
                     lsn = (term, seq)
                     seen.add("lsn")
                     rest = True
+                    if group is _ABSENT:
+                        group = None
                 if checked:
                     index = number - 1
                     last_time = time
@@ -635,7 +640,7 @@ def _build(
                         f = names.setdefault(f, f)
                         if key.__class__ is str:
                             key = names.setdefault(key, key)
-                    error = group = extra = None
+                    error = extra = None
         if not checked:
             if line is not None:
                 index = line.index
@@ -648,22 +653,27 @@ def _build(
                 node = line.node
                 lsn = line.lsn
                 error = line.error
-                group = extra = None
+                group = line.group
+                extra = None
                 absent = _ABSENT
                 rest = False
-                if node is absent and lsn is absent and error is absent:
-                    node = lsn = error = None
+                if node is absent and lsn is absent and error is absent and group is absent:
+                    node = lsn = error = group = None
                 else:
                     # As a plain object says (below): more than the five required fields, key and value.
                     rest = (key is not absent) + (value is not absent) + (node is not absent) + (lsn is not absent) + (
                         error is not absent
-                    ) > 2
+                    ) + (group is not absent) > 2
                     if rest:
                         node = None if node is absent else node
                         lsn = None if lsn is absent else lsn
                         error = None if error is absent else error
+                        if group is absent:
+                            group = None
+                        else:
+                            extra = {"group": group}
                     else:
-                        node = lsn = error = None
+                        node = lsn = error = group = None
                 key = None if key is absent else key
                 value = None if value is absent else value
             else:

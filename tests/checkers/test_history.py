@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from checkers.history import (
@@ -407,6 +407,8 @@ def _lines(draw: st.DrawFn) -> list[str]:
         if not draw(st.integers(0, 2)):  # a node and an LSN, as an adapter writes them, mostly well formed
             event["node"] = draw(st.sampled_from(["n1", "n1", "n1", 3, None]))
             event["lsn"] = draw(st.sampled_from([[1, 2], [1, 2], [0, 7], [1, True], [1.0, 2], [2**70, 1], [1], "1", None]))
+            if draw(st.booleans()):  # and the group (shard) that gave it, as a sharded system's adapter does
+                event["group"] = draw(st.sampled_from(["shard-0", "shard-0", "shard-1", 3, None]))
         for name in ("node", "lsn", "error", "group", "final", "guid"):
             if not draw(st.integers(0, 4)):
                 event[name] = draw(_FIELD_VALUES)
@@ -428,7 +430,24 @@ def _outcome(lines: list[str], keep_events: bool) -> object:
     )
 
 
+def _sharded(invoke: dict, complete: dict) -> list[str]:
+    """A read, then a write whose invoke and ok carry these fields beyond the required ones."""
+    read = {"index": 0, "time": 0, "process": 1, "type": "invoke", "f": "read", "key": "k", "value": None}
+    write = {"time": 2, "process": 0, "f": "write"}
+    return [json.dumps(read), json.dumps({**write, "index": 1, "type": "invoke", **invoke}),
+            json.dumps({**write, "index": 2, "type": "ok", **complete})]  # fmt: skip
+
+
+_SHARD_LSN = {"node": "n1", "lsn": [1, 2], "group": "shard-0"}
+
+
+@settings(max_examples=300)
 @given(_lines())
+@example(_sharded({"key": "k", "value": 1, **_SHARD_LSN}, {"key": "k", "value": 1, **_SHARD_LSN}))
+@example(_sharded({"key": "k", "value": 1}, {"key": "k", "value": 1, **_SHARD_LSN, "group": 3}))
+@example(_sharded({"key": "k", "group": "shard-0"}, {"key": "k", "group": "shard-0"}))
+@example(_sharded({"key": "k", "value": 1, "group": "shard-0"}, {"key": "k", "value": 1, "group": None}))
+@example(_sharded({"key": "k", "value": 1, "node": "n1", "group": "shard-0"}, {"key": "k", "value": 1, "error": "x"}))
 def test_the_fast_path_reads_every_line_as_a_plain_object_does(lines: list[str]) -> None:
     # keep_events=True decodes every line as a plain object; False takes the typed fast path (and falls
     # back to the plain object for a line it does not fit): the same operations, or the same error.
