@@ -607,12 +607,24 @@ def output_rows(records: RunRecords, test: str, run: str) -> Iterator[dict[str, 
     yield {"kind": PHASES_ROW, "test": test, "run": run, "name": None, "text": seconds, "payload": None}
 
 
+FILE_COLUMNS = ("path", "content")
+"""The columns of the batches a task reads its runs' files from: what Spark's ``binaryFile`` reader gives."""
+
+
+def files_batch(paths: Sequence[str], contents: Sequence[bytes]) -> pa.RecordBatch:
+    """Files (their path or URI, their whole content) as a task reads them: :data:`FILE_COLUMNS`."""
+    path, content = FILE_COLUMNS
+    return pa.RecordBatch.from_arrays([pa.array(paths, pa.string()), pa.array(contents, pa.binary())],
+                                      names=[path, content])  # fmt: skip
+
+
 def _runs_in(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[str, dict[str, bytes]]]:
-    """The runs of a partition of ``binaryFile`` rows (``path``, ``content``): each run directory with its
-    files (name relative to the run -> content), one run at a time."""
+    """The runs of a partition of file batches (:data:`FILE_COLUMNS`): each run directory with its files
+    (name relative to the run -> content), one run at a time."""
     by_dir: dict[str, dict[str, bytes]] = {}
+    path_column, content_column = FILE_COLUMNS
     for batch in batches:
-        paths, contents = batch.column("path").to_pylist(), batch.column("content")
+        paths, contents = batch.column(path_column).to_pylist(), batch.column(content_column)
         for index, path in enumerate(paths):
             match = RUN_FILE.match(path)
             if match:

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from harness.analysis.discovery import RunSelection, find_runs, run_files
-from harness.analysis.ingest import PHASES_ROW, RUN, TABLE, VERDICT, ingest_task
+from harness.analysis.ingest import PHASES_ROW, RUN, TABLE, VERDICT, files_batch, ingest_task
 from harness.analysis.pipeline import (
     Analysis,
     AnalysisOptions,
@@ -48,10 +48,7 @@ NO_SPLIT = 1 << 62
 def _files_batch(selection: RunSelection, paths: Sequence[PurePath]) -> pa.RecordBatch:
     """The files as Spark's ``binaryFile`` reader hands them to a task: their path and whole content."""
     storage = selection.storage
-    return pa.RecordBatch.from_pydict(
-        {"path": [str(path) for path in paths], "content": [storage.read_bytes(path) for path in paths]},
-        schema=pa.schema([("path", pa.string()), ("content", pa.binary())]),
-    )
+    return files_batch([str(path) for path in paths], [storage.read_bytes(path) for path in paths])
 
 
 def _rows(task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], batch: pa.RecordBatch,

@@ -47,12 +47,14 @@ from harness.analysis import dataset
 from harness.analysis.checks import LINEARIZABLE, results_document, verdict_row
 from harness.analysis.discovery import RunSelection, StoredRun, find_runs, run_files
 from harness.analysis.ingest import (
+    FILE_COLUMNS,
     OUTPUT_COLUMNS,
     PHASES_ROW,
     RUN,
     SPLIT_FROM_BYTES,
     TABLE,
     VERDICT,
+    files_batch,
     ingest_task,
     linearizability_task_of,
     read_spec,
@@ -165,8 +167,6 @@ def pack_runs(sizes: Mapping[tuple[str, str], int], packs: int) -> list[list[tup
 
 Task = Callable[[Iterator[Any]], Iterator[Any]]
 """A ``mapInArrow`` function: Arrow record batches in, record batches out."""
-FILE_COLUMNS = ("path", "content")
-"""The columns of the batches a task reads its runs' files from: what Spark's ``binaryFile`` reader gives."""
 
 
 def _read(spark: SparkSession, storage: Storage, packs: Sequence[Sequence[PurePath]], task: Task,
@@ -197,10 +197,6 @@ def reading_files(packs: Sequence[Sequence[tuple[str, str]]], task: Task) -> Tas
     task says what its run lacks, as for any run missing a file."""
 
     def read(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-
-        schema = pa.schema([("path", pa.string()), ("content", pa.binary())])
-
         def files() -> Iterator[Any]:
             for batch in batches:
                 for number in batch.column("id").to_pylist():
@@ -209,7 +205,7 @@ def reading_files(packs: Sequence[Sequence[tuple[str, str]]], task: Task) -> Tas
                             content = Path(here).read_bytes()
                         except OSError:
                             continue
-                        yield pa.RecordBatch.from_pydict({"path": [uri], "content": [content]}, schema=schema)
+                        yield files_batch([uri], [content])
 
         return task(files())
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -291,6 +291,10 @@ def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
         spark_conf.set(key, value)
     with _dies_with_the_harness():
         gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    if gateway.proc is not None:
+        # Registered after the scratch directory's removal, so run before it (atexit runs last in, first out):
+        # a JVM still running when the directory goes could make it again (once an empty one was left).
+        atexit.register(_end_jvm, gateway.proc)
     if gateway.proc is not None and gateway.proc.stderr is not None:
         threading.Thread(
             target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True
@@ -316,6 +320,15 @@ def _jvm_scratch(settings: Mapping[str, str]) -> dict[str, str]:
         return {}
     options = settings.get("spark.driver.extraJavaOptions", "")
     return {"spark.driver.extraJavaOptions": f"{options} -Djava.io.tmpdir={scratch}".strip()}
+
+
+def _end_jvm(proc: subprocess.Popen[bytes]) -> None:
+    """At the harness's exit: SIGKILL Spark's JVM if it still runs (what its parent-death signal does a
+    moment later anyway) and wait for it, so that nothing writes in its scratch directory any more."""
+    if proc.poll() is None:
+        proc.kill()
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
 
 
 PR_SET_PDEATHSIG = 1
