@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,9 +48,11 @@ def left_behind(group: int) -> list[str]:
 
 def probe(store: Path, delay: float, sig: int = signal.SIGTERM, linger: float = 5.0) -> list[str]:
     """Start ``harness analyze STORE`` in a process group of its own, send ``sig`` after ``delay`` seconds,
-    and return what of its group is alive ``linger`` seconds after it ended."""
+    and return what of its group is alive ``linger`` seconds after it ended. Its temporary files go to a
+    directory of the probe's (``TMPDIR``), removed after: a SIGKILLed harness cannot remove its own."""
+    scratch = tempfile.mkdtemp(prefix="orphans-")
     process = subprocess.Popen([HARNESS, "analyze", str(store)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+                               stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, "TMPDIR": scratch})
     group = process.pid
     try:
         time.sleep(delay)
@@ -64,6 +67,7 @@ def probe(store: Path, delay: float, sig: int = signal.SIGTERM, linger: float = 
             process.kill()
         for leftover in left_behind(group):  # never leave one to the next test, whatever happened
             os.kill(int(leftover.split(":")[0]), signal.SIGKILL)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
