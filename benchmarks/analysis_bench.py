@@ -52,7 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checkers.history import load_history, load_journals  # noqa: E402
+from checkers.history import load_journals, load_operations, no_cyclic_gc  # noqa: E402
 from checkers.registry import CheckInput, applicable, run_checkers  # noqa: E402
 from harness.analysis.checks import LINEARIZABLE  # noqa: E402
 from harness.analysis.discovery import find_runs  # noqa: E402
@@ -168,7 +168,9 @@ class Measure:
 
 def direct(root: Path) -> Measure:
     """The checkers called directly on every run, one after another: parse, the run-level checkers,
-    linearizability (those of the run's ``test.json``)."""
+    linearizability (those of the run's ``test.json``). The run is read as the direct judge reads it
+    (``checkers.judge``: the operation table, then the operations; the journals compact), so the pipeline is
+    compared with what a user of ``python -m checkers`` gets."""
     runs = find_runs([root]).runs
     started = time.perf_counter()
     cpu_started = time.process_time()
@@ -176,8 +178,9 @@ def direct(root: Path) -> Measure:
     phases = {"parse_s": 0.0, "run_level_s": 0.0, "linearizability_s": 0.0}
     for run in runs:
         lap = time.process_time()
-        history = load_history(run.path / "history.jsonl")
-        journals = load_journals(run.path)
+        with no_cyclic_gc():
+            history = load_operations(run.path / "history.jsonl").history()
+        journals = load_journals(run.path, compact=True)
         inp = CheckInput(history=history, model="cas-register", journals=journals)
         phases["parse_s"] += time.process_time() - lap
         lap = time.process_time()
