@@ -264,6 +264,26 @@ def test_operation_rows_round_trip(tmp_path: Path) -> None:
     assert rebuilt == list(history.ops)
 
 
+def test_a_runs_table_files_read_back_as_written_dictionary_encoded_where_declared(tmp_path: Path) -> None:
+    import io
+
+    import pyarrow.parquet as pq
+
+    from harness.analysis.dataset import DICTIONARY_COLUMNS, TABLES, parquet_bytes
+
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=40, history_values={"k9": [1, {"a": None}]})
+    records = read_run(run, "reg", "20261120T020000")
+    for table, columns in (("operations", records.operations), ("journal", records.journal)):
+        assert set(DICTIONARY_COLUMNS.get(table, [])) <= set(TABLES[table])
+        data = parquet_bytes(table, columns)
+        assert pq.read_table(io.BytesIO(data)).to_pydict() == columns
+        chunks = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+        dictionary = {chunks.column(i).path_in_schema for i in range(chunks.num_columns)
+                      if chunks.column(i).has_dictionary_page}  # fmt: skip
+        declared = DICTIONARY_COLUMNS.get(table)
+        assert dictionary == (set(declared) if declared is not None else set(columns))
+
+
 # --- verdicts ---------------------------------------------------------------------------------------
 
 
