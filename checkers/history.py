@@ -1092,31 +1092,25 @@ def _parse_journal(
                 else:
                     data = {"lsn": line.lsn, "index": index, "key": line.key, "op": line.op}
                 event = "apply"
-                if line.group is not absent:
-                    data["group"] = line.group
-                if compact and shared is not None:
-                    first = shared.setdefault(data["lsn"], data)
-                    if first == data:
-                        data = first
             elif kind is _RoleChanged:
                 data = {"role": line.role, "term": line.term, "leader": line.leader}
                 event = "role"
-                if line.group is not absent:
-                    data["group"] = line.group
             elif compact:
                 continue  # append and commit: validated, not kept
             elif kind is _Appended:
                 data = {"index": line.index, "count": line.count, "first_lsn": line.first_lsn,
                         "last_lsn": line.last_lsn}  # fmt: skip
                 event = "append"
-                if line.group is not absent:
-                    data["group"] = line.group
             else:
                 index = line.index
                 data = {"lsn": line.lsn} if index is absent else {"index": index, "lsn": line.lsn}
                 event = "commit"
-                if line.group is not absent:
-                    data["group"] = line.group
+            if line.group is not absent:
+                data["group"] = line.group
+            if kind is _Applied and compact and shared is not None:
+                first = shared.setdefault(data["lsn"], data)
+                if first == data:
+                    data = first
             append(new_event(node, line.seq, line.wall, event, data, number))
             continue
         try:
