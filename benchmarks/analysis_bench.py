@@ -27,8 +27,12 @@ the median of the rounds' ratios, with their range.
 (single-leader-per-term, lsn-monotonicity, durability: every checker but linearizability), on every path:
 the issue's "100,000 operations per second on local[2] for the run-level checkers".
 
+``--journals full`` journals every write as the cluster's nodes do (an append, a commit and an apply on each
+of the three nodes: about 4.5 events an operation, the density of a simulated cluster run) where the
+default journals its apply only (about 1.5): the journals' share of the work grows with them.
+
     .venv/bin/python benchmarks/analysis_bench.py [--scale 0.1] [--repeat 3] [--checkers run-level]
-                                                  [--store DIR] [--only many-small|one-big]
+                                                  [--journals full] [--store DIR] [--only many-small|one-big]
 
 ``--scale`` multiplies the operation counts (0.1: 100 runs of 1,000 and one of 100,000); the runs are
 generated once into ``--store`` (default a directory under /tmp) and reused by later invocations. Prints
@@ -59,7 +63,7 @@ from harness.analysis.discovery import find_runs  # noqa: E402
 from harness.analysis.inprocess import analyze_here  # noqa: E402
 from harness.analysis.pipeline import AnalysisOptions, analyze  # noqa: E402
 from harness.analysis.spark import start_session  # noqa: E402
-from tests.harness.synthetic_runs import write_run  # noqa: E402
+from tests.harness.synthetic_runs import JOURNALS, write_run  # noqa: E402
 
 MASTER = "local[2]"
 
@@ -79,10 +83,12 @@ def workloads(scale: float) -> list[Workload]:
     ]
 
 
-def generate(store: Path, workload: Workload, checkers: str = "all") -> Path:
-    """The workload's runs under ``store/<name>-<ops>[-run-level]/``, written unless already there; the
-    run-level variant's ``test.json`` names every checker of the run but linearizability."""
-    root = store / (f"{workload.name}-{workload.ops}" + ("" if checkers == "all" else f"-{checkers}"))
+def generate(store: Path, workload: Workload, checkers: str = "all", journals: str = "applies") -> Path:
+    """The workload's runs under ``store/<name>-<ops>[-run-level][-full]/``, written unless already there;
+    the run-level variant's ``test.json`` names every checker of the run but linearizability, the full
+    variant's journals hold every write's append, commit and apply (``synthetic_runs.write_run``)."""
+    root = store / (f"{workload.name}-{workload.ops}" + ("" if checkers == "all" else f"-{checkers}")
+                    + ("" if journals == "applies" else f"-{journals}"))
     marker = root / ".complete"
     if marker.is_file():
         return root
@@ -96,6 +102,7 @@ def generate(store: Path, workload: Workload, checkers: str = "all") -> Path:
             keys=workload.keys,
             processes=5,
             seed=number + 1,
+            journals=journals,
         )
         if checkers == "run-level":
             spec_path = run / "test.json"
@@ -256,13 +263,16 @@ def main() -> None:
     parser.add_argument("--checkers", choices=("all", "run-level"), default="all",
                         help="judge with every checker, or with the run-level ones only")
     parser.add_argument("--only", choices=("many-small", "one-big"), help="one workload only")
+    parser.add_argument("--journals", choices=JOURNALS, default="applies",
+                        help="journal each write's apply only (the default), or its append, commit and apply "
+                             "as the cluster's nodes do (about 4.5 events an operation, as in a simulated run)")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
 
     chosen = [w for w in workloads(args.scale) if args.only in (None, w.name)]
-    roots = {w.name: generate(args.store, w, args.checkers) for w in chosen}
-    warm_up = generate(args.store, Workload("warm-up", 10, 1_000, 10), args.checkers)
+    roots = {w.name: generate(args.store, w, args.checkers, args.journals) for w in chosen}
+    warm_up = generate(args.store, Workload("warm-up", 10, 1_000, 10), args.checkers, args.journals)
     print(f"load average at the start {_load()} on {os.cpu_count()} cores", flush=True)
 
     started = time.perf_counter()
@@ -286,7 +296,7 @@ def main() -> None:
     finally:
         spark.stop()
 
-    print(f"\nmedians over {args.repeat} rounds, checkers: {args.checkers}; load average at the end "
+    print(f"\nmedians over {args.repeat} rounds, checkers: {args.checkers}, journals: {args.journals}; load average at the end "
           f"{_load()} on {os.cpu_count()} cores\n")
     header = (
         f"{'workload':<22} {'path':<10} {'ops':>10} | {'wall s':>7} {'CPU s':>7} {'ops/s':>8} {'ops/CPU-s':>9} | "

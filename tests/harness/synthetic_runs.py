@@ -13,6 +13,11 @@ Variants make it wrong in one known way:
   returns the value before it) and from the journal of node n3: durability fails with a lost write;
 * ``truncate=True``: the history's last line is cut in half, as if the controller died mid-write.
 
+``journals="full"`` journals what the bundled cluster's nodes journal for each write, in their shape: an
+``append`` (index, count, first and last LSN), a ``commit`` and an ``apply`` (with its log index), three
+events a write on each node (about 4.5 an operation, where a simulated cluster run has 4-5); the default,
+``"applies"``, only the ``apply`` (about 1.5 an operation).
+
 ``standin=True`` writes the run of a system like ``harness new-db``'s stand-in instead: no journals, no
 LSNs, status polls that report ``term: null``, and ``lsn-monotonicity`` declared not applicable in
 ``test.json`` (as the adapter's ``not_applicable`` puts it there): two checkers the run cannot judge
@@ -29,6 +34,8 @@ from typing import Any
 NODES = ("n1", "n2", "n3")
 STATUS_POLLER = 100  # the process of the status polls of a stand-in run
 STANDIN_NO_LSN = "the stand-in assigns no sequence numbers"
+JOURNALS = ("applies", "full")
+"""What :func:`write_run` journals for each write (module docstring)."""
 
 
 def write_run(
@@ -47,8 +54,11 @@ def write_run(
     bugs: tuple[str, ...] = (),
     history_values: dict[str, Any] | None = None,
     standin: bool = False,
+    journals: str = "applies",
 ) -> Path:
     """Write one run to ``store/<test>/<stamp>/`` and return its directory."""
+    if journals not in JOURNALS:
+        raise ValueError(f"journals must be one of {', '.join(JOURNALS)}, not {journals!r}")
     rng = random.Random(seed)
     run = store / test / stamp
     (run / "nodes").mkdir(parents=True, exist_ok=True)
@@ -168,12 +178,17 @@ def write_run(
             {"event": "start"},
             {"event": "role", "role": "leader" if node == "n1" else "follower", "term": 1, "leader": "n1"},
         ]
-        for write in applied:
+        for index, write in enumerate(applied, start=1):
             if node == "n3" and write["lsn"] == lost_lsn:
                 continue
-            entries.append(
-                {"event": "apply", "lsn": write["lsn"], "key": write["key"], "op": {"f": "write", "value": write["value"]}}
-            )
+            op = {"f": "write", "value": write["value"]}
+            if journals == "full":
+                lsn = write["lsn"]
+                entries.append({"event": "append", "index": index, "count": 1, "first_lsn": lsn, "last_lsn": lsn})
+                entries.append({"event": "commit", "index": index, "lsn": lsn})
+                entries.append({"event": "apply", "lsn": lsn, "index": index, "key": write["key"], "op": op})
+            else:
+                entries.append({"event": "apply", "lsn": write["lsn"], "key": write["key"], "op": op})
         with (journal / "journal.jsonl").open("w", encoding="utf-8") as handle:
             for s, entry in enumerate(entries):
                 handle.write(json.dumps({"node": node, "seq": s, "wall": wall + s * 0.001, **entry}) + "\n")

@@ -175,6 +175,25 @@ def test_read_run_parses_checks_and_counts_a_run(tmp_path: Path) -> None:
     assert records.journal["event"].count("apply") == 3 * records.operations["f"].count("write")
 
 
+def test_a_run_with_the_clusters_full_journals_is_valid_and_journals_three_events_a_write(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "reg", "20261120T020000", ops=120, keys=3, seed=4, journals="full")
+    records = read_run(run, "reg", "20261120T020000")
+    assert records.input_errors == []
+    assert {name: v.valid for name, v in records.checks.verdicts.items()} == dict.fromkeys(
+        ("linearizable", "single-leader-per-term", "lsn-monotonicity", "durability"), True
+    )
+    writes = records.operations["f"].count("write")
+    events = records.journal["event"]
+    assert [events.count(kind) for kind in ("append", "commit", "apply")] == [3 * writes] * 3
+    # each write's events on a node, in the cluster node's order, at the same log index and LSN
+    applied = [i for i, kind in enumerate(events) if kind == "apply"]
+    assert all(events[i - 2 : i] == ["append", "commit"] for i in applied)
+    lsn = list(zip(records.journal["lsn_term"], records.journal["lsn_seq"], strict=True))
+    assert all(lsn[i - 1] == lsn[i] for i in applied)
+    with pytest.raises(ValueError, match="journals must be one of applies, full"):
+        write_run(tmp_path, "reg", "20261120T030000", journals="some")
+
+
 def test_read_run_names_a_missing_history(tmp_path: Path) -> None:
     run = write_run(tmp_path, "reg", "20261120T020000", ops=10)
     (run / "history.jsonl").unlink()
