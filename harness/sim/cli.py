@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -68,6 +69,10 @@ from harness.subcommand import (
     print_checker_verdicts,
     verdict_line,
 )
+
+PROGRESS_LINE_S = 60.0
+"""An exploration whose output is not a terminal (a file, a CI log) prints a line of its progress this
+often (wall seconds); a terminal has the progress bar."""
 
 
 def add_simulate_parser(subparsers: Any, plugin: DBPlugin | None = None) -> argparse.ArgumentParser:
@@ -287,7 +292,9 @@ def _run_exploration(args: argparse.Namespace, console: Console, spec: TestSpec,
     with Progress(TextColumn("[bold]seeds"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
                   TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("seeds", total=len(seeds), status="")
-        tally = {"invalid": 0, "unknown": 0}
+        tally = {"invalid": 0, "unknown": 0, "done": 0}
+        started = time.monotonic()
+        line_at = [started]  # when the last progress line was printed
 
         def seen(outcome: SeedOutcome) -> None:
             if outcome.valid is False:
@@ -299,6 +306,13 @@ def _run_exploration(args: argparse.Namespace, console: Console, spec: TestSpec,
             if outcome.deterministic is False:
                 progress.console.print(Text.assemble(f"seed {outcome.seed}: ", ("NOT deterministic", "bold red")))
             progress.update(task, advance=1, status=f"invalid {tally['invalid']}  unknown {tally['unknown']}")
+            tally["done"] += 1
+            now = time.monotonic()
+            if not console.is_terminal and now - line_at[0] >= PROGRESS_LINE_S:
+                # No bar where the output is a file or a CI log: a line now and then says how far it got.
+                line_at[0] = now
+                console.print(f"seeds: {tally['done']} of {len(seeds)} done (up to seed {outcome.seed}), invalid "
+                              f"{tally['invalid']}, unknown {tally['unknown']}, {now - started:.0f} s", markup=False)
 
         return explore(spec, seeds, keep_going=args.keep_going, check_determinism=args.check_determinism,
                        on_outcome=seen, executor=executor)

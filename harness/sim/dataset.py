@@ -5,7 +5,8 @@ Layout (the analysis dataset's conventions, ``harness.analysis.dataset``)::
     store/dataset/sim_seeds/exploration=<YYYYMMDDTHHMMSS>-<id>/part-00000.parquet
 
 One partition per exploration (``harness simulate --seeds``, each exploration of the detection matrix),
-written once by the driver when the exploration ends, stopped early or not (``harness.sim.explore``); so a query over one sweep
+written by the driver when the exploration ends, stopped early or not, and rewritten in place while it
+runs with the seeds finished so far (``harness.sim.explore.CHECKPOINT_S``); so a query over one sweep
 reads one directory, and ``spark.read.parquet("store/dataset/sim_seeds")`` reads every sweep with the
 ``exploration`` column from the directory name. Validity is the text ``true``, ``false`` or ``unknown``,
 as in the ``verdicts`` table. Columns may be added; renaming or removing one needs a migration in the

@@ -11,7 +11,10 @@ With ``check_determinism`` every seed runs twice and the two histories and journ
 (:func:`harness.sim.run.trace_digest`); a difference is reported per seed and is a harness defect.
 
 Every exploration ends with its seeds written to the dataset's ``sim_seeds`` table (``harness.sim.dataset``),
-whoever called it: ``harness simulate --seeds``, or each exploration of the detection matrix.
+whoever called it: ``harness simulate --seeds``, or each exploration of the detection matrix. While it runs,
+its partition is written again with the seeds finished so far every :data:`CHECKPOINT_S` seconds, so that
+an exploration killed outright (SIGKILL, a machine lost, a CI job's time limit), which cannot write at its
+end, leaves what it finished before its last checkpoint.
 
 Where the seeds run is a :class:`SeedExecutor`: :class:`ProcessPool` (``jobs`` worker processes on this
 machine, the default) or ``harness.sim.spark.SparkSeeds`` (batches of seeds as Spark tasks). Code that
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import multiprocessing
 import os
 import re
@@ -38,11 +42,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from checkers.verdict import UNKNOWN, Valid
+from harness.compose import Composition
 from harness.sim import dataset
 from harness.sim.run import SimResult, compose_sim, discard, keep, simulate
 from harness.spec import ConfigError, TestSpec
 
+log = logging.getLogger(__name__)
+
 MAX_SEEDS = 10_000_000
+CHECKPOINT_S = 30.0
+"""How often (wall seconds, at most) a running exploration writes its ``sim_seeds`` partition (module
+docstring): rewriting a partition of a few thousand rows takes milliseconds."""
 _RANGE = re.compile(r"^\s*(-?\d+)\s*\.\.\s*(-?\d+)\s*$")
 
 
@@ -350,14 +360,22 @@ def explore(
     stop_on = stop_on or (lambda outcome: outcome.valid is False)
     exploration = Exploration(spec, seed_list, jobs=executor.workers, executor=executor_name(executor))
     started_at = datetime.now(UTC)
+    partition = dataset.exploration_id(started_at)
     scratch = Path(spec.store) / ".sim-scratch" / f"explore-{os.getpid()}-{time.monotonic_ns()}"
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     tasks = [(replace(spec, seed=seed), str(scratch), check_determinism, checkers) for seed in seed_list]
     results = executor.outcomes(tasks)
+    checkpoint = time.monotonic()
     try:
         for outcome in results:
             exploration.outcomes.append(outcome)
+            if time.monotonic() - checkpoint >= CHECKPOINT_S:
+                try:
+                    _record(exploration, comp, partition)
+                except OSError as exc:  # a full disk, say: the seeds go on, and the end writes them again
+                    log.warning("could not write the seeds finished so far to the sim_seeds table: %s", exc)
+                checkpoint = time.monotonic()
             if on_outcome is not None:
                 on_outcome(outcome)
             if not keep_going and stop_on(outcome):
@@ -376,11 +394,16 @@ def explore(
         except OSError:
             pass
     if exploration.outcomes:
-        rows = dataset.rows(exploration, test=comp.test_name, options=comp.options, executor=exploration.executor)
-        exploration.recorded = dataset.write(spec.store, dataset.exploration_id(started_at), rows)
+        _record(exploration, comp, partition)
     if exploration.interrupted:
         raise ExplorationInterrupted(exploration)
     return exploration
+
+
+def _record(exploration: Exploration, comp: Composition, partition: str) -> None:
+    """Write the exploration's ``sim_seeds`` partition with the seeds finished so far."""
+    rows = dataset.rows(exploration, test=comp.test_name, options=comp.options, executor=exploration.executor)
+    exploration.recorded = dataset.write(exploration.spec.store, partition, rows)
 
 
 class ExplorationInterrupted(KeyboardInterrupt):
