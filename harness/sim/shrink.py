@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from checkers.registry import CHECKERS
 from harness import store
-from harness.sim.run import SimResult, checker_for_bug, keep, simulate
+from harness.sim.run import SCRATCH, SimResult, checker_for_bug, keep, simulate
 from harness.spec import ConfigError, TestSpec
 from nemesis.faults import is_heal
 from nemesis.generator import ScheduledFault
@@ -272,7 +272,7 @@ def shrink(
     checker = checker or target_checker(result)
     started = time.perf_counter()
     original = Candidate(result.spec, tuple(result.schedule), {s: list(ops) for s, ops in result.scripts.items()})
-    scratch = Path(result.spec.store) / ".sim-scratch" / f"shrink-{os.getpid()}-{time.monotonic_ns()}"
+    scratch = Path(result.spec.store) / SCRATCH / f"shrink-{os.getpid()}-{time.monotonic_ns()}"
     scratch.mkdir(parents=True, exist_ok=True)
     steps: list[str] = []
 
@@ -319,7 +319,7 @@ def store_minimal(candidate: Candidate, *, original_dir: str | os.PathLike[str] 
     spec = replace(candidate.spec, name=None)
     test = store.read_json(store.RunDir(Path(original_dir)).test_json).get("test") if original_dir else None
     spec = replace(spec, name=f"{test or 'sim'}-shrunk")
-    scratch = Path(spec.store) / ".sim-scratch" / f"minimal-{os.getpid()}-{time.monotonic_ns()}"
+    scratch = Path(spec.store) / SCRATCH / f"minimal-{os.getpid()}-{time.monotonic_ns()}"
     result = simulate(spec, scratch, schedule=candidate.schedule, scripts=candidate.scripts,
                       replay_command="harness simulate --replay <this run>",
                       reproduces=None if original_dir is None else str(original_dir))
