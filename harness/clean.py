@@ -19,6 +19,10 @@ under test), then removing its containers and network (docker), and writing ``en
 last event's time into ``test.json`` so that the analysis says the run stopped rather than blaming a
 checker. ``--dry-run`` only says what would be done.
 
+It also removes what a simulation killed outright left in the store: an exploration's or a shrink's
+scratch directory (``store/.sim-scratch/``) whose recorded process (``harness.sim.run.owned_scratch``) is
+dead on this host. One of a live process, of another host, or with no record is left alone.
+
 Exit codes: 0 nothing left to clean (or all cleaned), 1 something could not be cleaned (each named),
 254 bad arguments (a named run that does not exist, or whose controller is alive).
 """
@@ -26,6 +30,8 @@ Exit codes: 0 nothing left to clean (or all cleaned), 1 something could not be c
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -273,6 +279,45 @@ def add_clean_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def dead_scratch(store_dir: Path) -> list[tuple[Path, Controller]]:
+    """The scratch directories of simulations in ``store_dir`` whose recorded process is dead (the module
+    docstring), with that process."""
+    from harness.sim.run import SCRATCH, SCRATCH_OWNER
+
+    base = store_dir / SCRATCH
+    found: list[tuple[Path, Controller]] = []
+    for directory in sorted(base.iterdir()) if base.is_dir() else ():
+        try:
+            owner = Controller.from_json(store.read_json(directory / SCRATCH_OWNER))
+        except (store.StoreError, OSError):  # no record (a run's own scratch, an older harness), or not ours
+            continue
+        if owner is not None and owner.state() == DEAD:
+            found.append((directory, owner))
+    return found
+
+
+def _clean_scratch(store_dir: Path, dry_run: bool, console: Console) -> tuple[int, list[str]]:
+    """Remove (or with ``dry_run`` name) the dead simulations' scratch directories; returns how many there
+    were and the problems."""
+    problems = []
+    found = dead_scratch(store_dir)
+    for directory, owner in found:
+        if dry_run:
+            console.print(f"would remove {directory}: the scratch of a simulation whose process ({owner.describe()}) "
+                          "is dead", markup=False, highlight=False)
+            continue
+        try:
+            shutil.rmtree(directory)
+        except OSError as exc:
+            problems.append(f"could not remove {directory}: {exc.strerror or exc}")
+            continue
+        console.print(f"removed {directory}: the scratch of a simulation whose process ({owner.describe()}) is "
+                      "dead", markup=False, highlight=False)
+        with contextlib.suppress(OSError):
+            directory.parent.rmdir()  # .sim-scratch, when nothing else is in it
+    return len(found), problems
+
+
 def cmd_clean(args: argparse.Namespace, console: Console, err: Console) -> int:
     engine = _engine(err)
     store_dir = Path(args.store)
@@ -281,10 +326,15 @@ def cmd_clean(args: argparse.Namespace, console: Console, err: Console) -> int:
         chosen, kept = select(runs, args.runs)
         for run, why in kept:
             console.print(f"kept {run.name}: {why}", markup=False, highlight=False)
+        # (with --run, only the runs named)
+        scratch, scratch_problems = (0, []) if args.runs else _clean_scratch(store_dir, args.dry_run, console)
+        for problem in scratch_problems:
+            err.print(f"harness clean: {problem}", markup=False, highlight=False)
         if not chosen:
-            console.print("nothing to clean", highlight=False)
-            return 0
-        failed = False
+            if not scratch:
+                console.print("nothing to clean", highlight=False)
+            return EXIT_NOT_CLEANED if scratch_problems else 0
+        failed = bool(scratch_problems)
         for run in chosen:
             what = ", ".join(run.docker.names) if run.docker is not None else "no containers"
             where = f" (run directory {run.run_dir})" if run.run_dir else ""

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 from checkers.verdict import UNKNOWN, Valid
 from harness.compose import Composition
 from harness.sim import dataset
-from harness.sim.run import SCRATCH, SimResult, compose_sim, discard, keep, simulate
+from harness.sim.run import SimResult, compose_sim, discard, keep, owned_scratch, simulate
 from harness.spec import ConfigError, TestSpec
 
 log = logging.getLogger(__name__)
@@ -361,8 +361,7 @@ def explore(
     exploration = Exploration(spec, seed_list, jobs=executor.workers, executor=executor_name(executor))
     started_at = datetime.now(UTC)
     partition = dataset.exploration_id(started_at)
-    scratch = Path(spec.store) / SCRATCH / f"explore-{os.getpid()}-{time.monotonic_ns()}"
-    scratch.mkdir(parents=True, exist_ok=True)
+    scratch = owned_scratch(spec.store, "explore")
     started = time.perf_counter()
     tasks = [(replace(spec, seed=seed), str(scratch), check_determinism, checkers) for seed in seed_list]
     results = executor.outcomes(tasks)

@@ -33,6 +33,7 @@ from harness import store
 from harness.compose import Composition, compose
 from harness.db import Simulation, has_capability
 from harness.db.plugin import DBPlugin, PluginError, installed, load_plugin
+from harness.lifecycle import Controller
 from harness.platforms.sim import trace_digest
 from harness.report.publish import publish
 from harness.run import run
@@ -42,6 +43,8 @@ from workloads.generator import scripts_from_jsonl
 from workloads.ops import Op
 
 SCRATCH = ".sim-scratch"
+SCRATCH_OWNER = "controller.json"
+"""In a scratch directory of an exploration or a shrink: the process that made it (:func:`owned_scratch`)."""
 
 __all__ = ["SimResult", "compose_sim", "simulate", "trace_digest"]
 
@@ -208,6 +211,17 @@ def scratch_dir(store_dir: str | os.PathLike[str]) -> Path:
     base = Path(store_dir) / SCRATCH
     base.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
+
+
+def owned_scratch(store_dir: str | os.PathLike[str], kind: str) -> Path:
+    """A new directory under ``store/.sim-scratch/`` for the runs of one exploration or shrink (``kind``),
+    with the process that made it recorded in it (:data:`SCRATCH_OWNER`: pid, host, start time). Its maker
+    removes it when it ends, also at a signal; a SIGKILL leaves it, and ``harness clean`` removes it once that
+    process is dead."""
+    directory = Path(store_dir) / SCRATCH / f"{kind}-{os.getpid()}-{time.monotonic_ns()}"
+    directory.mkdir(parents=True, exist_ok=True)
+    store.write_json(directory / SCRATCH_OWNER, Controller.current().to_json())
+    return directory
 
 
 def keep(result: SimResult) -> SimResult:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from checkers.registry import CHECKERS
 from harness import store
-from harness.sim.run import SCRATCH, SimResult, checker_for_bug, keep, simulate
+from harness.sim.run import SCRATCH, SimResult, checker_for_bug, keep, owned_scratch, simulate
 from harness.spec import ConfigError, TestSpec
 from nemesis.faults import is_heal
 from nemesis.generator import ScheduledFault
@@ -272,8 +272,7 @@ def shrink(
     checker = checker or target_checker(result)
     started = time.perf_counter()
     original = Candidate(result.spec, tuple(result.schedule), {s: list(ops) for s, ops in result.scripts.items()})
-    scratch = Path(result.spec.store) / SCRATCH / f"shrink-{os.getpid()}-{time.monotonic_ns()}"
-    scratch.mkdir(parents=True, exist_ok=True)
+    scratch = owned_scratch(result.spec.store, "shrink")
     steps: list[str] = []
 
     def note(text: str) -> None:

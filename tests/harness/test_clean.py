@@ -106,3 +106,53 @@ def test_clean_marks_a_dead_unfinished_run_killed_and_dry_run_changes_nothing(
     note, refusal = output.strip().splitlines()  # the engine note and the one-line refusal
     assert note.startswith("harness clean: docker leftovers not looked for")
     assert refusal.startswith(f"harness clean: run {(tmp_path / 'test' / 'r2').resolve()} is still running")
+
+
+def test_clean_removes_the_scratch_a_killed_simulation_left_and_nothing_else_there(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.sim.run import SCRATCH, SCRATCH_OWNER, owned_scratch
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # only the store is looked at
+    mine = owned_scratch(tmp_path, "explore")  # this process's: alive
+    (mine / "seed-3").mkdir()
+    dead, away, unrecorded = (tmp_path / SCRATCH / name for name in ("explore-1-1", "shrink-2-2", "4-run"))
+    for directory, owner in ((dead, _dead()), (away, replace(Controller.current(), host="other.example"))):
+        (directory / "seed-7").mkdir(parents=True)
+        store.write_json(directory / SCRATCH_OWNER, owner.to_json())
+    unrecorded.mkdir()  # a run's own scratch directory (the replay of --check-determinism): no record
+
+    code, output = _clean(capsys, "--store", str(tmp_path), "--dry-run")
+    assert code == 0 and f"would remove {dead}: the scratch of a simulation whose process" in output, output
+    assert dead.is_dir()
+
+    code, output = _clean(capsys, "--store", str(tmp_path))
+    assert code == 0 and f"removed {dead}: the scratch of a simulation whose process" in output, output
+    assert "nothing to clean" not in output
+    assert not dead.exists() and mine.is_dir() and away.is_dir() and unrecorded.is_dir()
+
+    code, output = _clean(capsys, "--store", str(tmp_path))
+    assert code == 0 and "nothing to clean" in output, output
+
+
+def test_an_exploration_records_its_process_in_its_scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from harness.sim import explore as explore_module
+    from harness.sim.run import SCRATCH, SCRATCH_OWNER
+    from harness.spec import TestSpec
+
+    owners = []
+
+    def simulate(spec, work, checkers=None):  # noqa: ANN001, ANN202 - what explore's seeds run, standing in
+        owners.extend(Controller.from_json(store.read_json(p)) for p in (tmp_path / SCRATCH).glob(f"*/{SCRATCH_OWNER}"))
+        work.mkdir(parents=True, exist_ok=True)
+        return SimpleNamespace(spec=spec, run_dir=work, valid=True, interrupted=False, stop_requested=False,
+                               failed_checkers=[], unknown_checkers=[], sim_seconds=1.0, replay_command=None,
+                               digest={}, results={})
+
+    monkeypatch.setattr(explore_module, "simulate", simulate)
+    spec = TestSpec(seed=1, db="cluster", platform="sim", store=str(tmp_path))
+    explore_module.explore(spec, [1], executor=explore_module.ProcessPool(1))
+    assert owners == [Controller.current()]
+    assert not (tmp_path / SCRATCH).exists()  # removed at the end, record and all
