@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -109,6 +111,35 @@ class Controller:
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host}"
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when the thread that started it ends."""
+
+
+def libc():  # noqa: ANN201 - a ctypes library handle, or None where there is no prctl
+    """The C library, for prctl(2); ``None`` off Linux or where it cannot be loaded."""
+    import ctypes
+    import ctypes.util
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+def die_with_parent(parent: int) -> None:
+    """In a process the harness forked (a worker): ask the kernel to SIGKILL it when the thread that forked
+    it ends, however the harness ends (a SIGKILL too), and end now if ``parent`` (the harness's pid) is gone
+    already. Off Linux, nothing: such a worker ends when its pipe to the harness closes."""
+    library = libc()
+    if library is None:
+        return
+    library.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the harness ended before the request took effect
+        os._exit(1)
 
 
 def this_host() -> str:

@@ -29,6 +29,8 @@ from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from harness import lifecycle
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -331,10 +333,6 @@ def _end_jvm(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
-PR_SET_PDEATHSIG = 1
-"""prctl(2): the signal a process gets when the thread that started it ends."""
-
-
 @contextmanager
 def _dies_with_the_harness() -> Iterator[None]:
     """While PySpark starts Spark's JVM in this block, the JVM asks the kernel to SIGKILL it when the
@@ -352,7 +350,7 @@ def _dies_with_the_harness() -> Iterator[None]:
 
     import pyspark.java_gateway as java_gateway
 
-    libc = _libc() if threading.current_thread() is threading.main_thread() else None
+    libc = lifecycle.libc() if threading.current_thread() is threading.main_thread() else None
     if libc is None:
         yield
         return
@@ -365,7 +363,7 @@ def _dies_with_the_harness() -> Iterator[None]:
         def preexec() -> None:
             if theirs is not None:
                 theirs()
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            libc.prctl(lifecycle.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             if os.getppid() != parent:  # the harness ended before the request took effect
                 os._exit(1)
 
@@ -376,18 +374,6 @@ def _dies_with_the_harness() -> Iterator[None]:
         yield
     finally:
         java_gateway.Popen = original
-
-
-def _libc():  # noqa: ANN202 - a ctypes library handle, or None where there is no prctl
-    import ctypes
-    import ctypes.util
-
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
 
 
 class StderrFilter:

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from checkers.verdict import UNKNOWN, Valid
 from harness.compose import Composition
+from harness.lifecycle import die_with_parent
 from harness.sim import dataset
 from harness.sim.run import SimResult, compose_sim, discard, keep, owned_scratch, simulate
 from harness.spec import ConfigError, TestSpec
@@ -264,7 +265,10 @@ class ProcessPool:
         try:
             for _ in range(min(self.jobs, len(tasks))):
                 ours, theirs = context.Pipe()
-                process = context.Process(target=_serve, args=(theirs,), daemon=True)
+                # The worker is handed the pool's ends of every pipe so far, its own too, to close: a forked
+                # worker holding one would never see its pipe close when the pool's process dies.
+                pool_ends = [ours, *(connection for _, connection in workers)]
+                process = context.Process(target=_serve, args=(theirs, pool_ends, os.getpid()), daemon=True)
                 process.start()
                 theirs.close()
                 workers.append((process, ours))
@@ -304,8 +308,16 @@ class ProcessPool:
                 connection.close()
 
 
-def _serve(connection: Connection) -> None:
-    """A :class:`ProcessPool` worker: run the tasks it is sent until it is sent ``None``."""
+def _serve(connection: Connection, pool_ends: Sequence[Connection] = (), pool: int | None = None) -> None:
+    """A :class:`ProcessPool` worker: run the tasks it is sent until it is sent ``None``, or its pipe closes.
+
+    It closes the pool's ends of the pipes (``pool_ends``, inherited by the fork) and asks to die with the
+    pool's process (``pool``, its pid): a pool killed outright (SIGKILL) leaves no worker running a seed
+    nobody will read, or waiting for ever on a pipe it holds open itself."""
+    for end in pool_ends:
+        end.close()
+    if pool is not None:
+        die_with_parent(pool)
     while True:
         try:
             task = connection.recv()

@@ -1,5 +1,5 @@
 """A long exploration (``harness simulate --seeds``) keeps what it finished even when it is killed outright,
-and says how far it got where no progress bar shows: its ``sim_seeds`` partition is written while it runs
+leaving no worker behind, and says how far it got where no progress bar shows: its ``sim_seeds`` partition is written while it runs
 (``harness.sim.explore.CHECKPOINT_S``), and a log gets a line of progress now and then
 (``harness.sim.cli.PROGRESS_LINE_S``)."""
 
@@ -89,13 +89,21 @@ def test_a_log_gets_a_line_of_progress_where_a_terminal_has_the_bar(tmp_path, mo
     assert all(line.endswith(" s") and "invalid 0, unknown 0" in line for line in lines)
 
 
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @pytest.mark.slow
-def test_harness_simulate_killed_outright_leaves_the_seeds_of_its_last_checkpoint(tmp_path) -> None:
+def test_harness_simulate_killed_outright_keeps_its_last_checkpoint_and_leaves_no_worker(tmp_path) -> None:
     store = tmp_path / "store"
     process = subprocess.Popen(
         [sys.executable, "-c", "import sys; from harness.sim import explore; explore.CHECKPOINT_S = 0.0; "
          "from harness.cli import main; sys.exit(main())", "simulate", "--seeds", "1..500", "--keep-going",
-         "--jobs", "1", "--time-limit", "2", "--store", str(store)],
+         "--jobs", "2", "--time-limit", "2", "--store", str(store)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
     )
@@ -103,11 +111,17 @@ def test_harness_simulate_killed_outright_leaves_the_seeds_of_its_last_checkpoin
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(dataset.read(store)) < 3:
             time.sleep(0.5)
-        os.killpg(process.pid, signal.SIGKILL)  # no handler runs: only what was written before stays
+        process.kill()  # the harness only, no handler runs: only what was written before stays
         output, _ = process.communicate(timeout=60)
+        # its two workers, in its process group, go with it (each was running a seed)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _group_alive(process.pid):
+            time.sleep(0.2)
+        assert not _group_alive(process.pid), "a worker outlived the harness"
     finally:
-        if process.poll() is None:
+        if _group_alive(process.pid):
             os.killpg(process.pid, signal.SIGKILL)
+        if process.poll() is None:
             process.communicate()
     assert process.returncode == -signal.SIGKILL, output
     seeds = [row["seed"] for row in dataset.read(store)]
