@@ -130,11 +130,13 @@ def libc():  # noqa: ANN201 - a ctypes library handle, or None where there is no
         return None
 
 
-def die_with_parent(parent: int) -> None:
-    """In a process the harness forked (a worker): ask the kernel to SIGKILL it when the thread that forked
-    it ends, however the harness ends (a SIGKILL too), and end now if ``parent`` (the harness's pid) is gone
-    already. Off Linux, nothing: such a worker ends when its pipe to the harness closes."""
-    library = libc()
+def die_with_parent(parent: int, library: Any = None) -> None:
+    """In a process the harness forked (a worker; a JVM between fork and exec): ask the kernel to SIGKILL it
+    when the thread that forked it ends, however the harness ends (a SIGKILL too), and end now if ``parent``
+    (the harness's pid) is gone already. ``library``: :func:`libc`, loaded before the fork by a caller that
+    must not load it after (a ``preexec_fn``). Off Linux, nothing: a worker then ends when its pipe to the
+    harness closes."""
+    library = libc() if library is None else library
     if library is None:
         return
     library.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

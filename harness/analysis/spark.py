@@ -346,7 +346,6 @@ def _dies_with_the_harness() -> Iterator[None]:
     the main thread (every caller of :func:`start_session` today); from another thread the JVM still ends
     with the session or with its stdin, as before.
     """
-    import signal
 
     import pyspark.java_gateway as java_gateway
 
@@ -363,9 +362,7 @@ def _dies_with_the_harness() -> Iterator[None]:
         def preexec() -> None:
             if theirs is not None:
                 theirs()
-            libc.prctl(lifecycle.PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            if os.getppid() != parent:  # the harness ended before the request took effect
-                os._exit(1)
+            lifecycle.die_with_parent(parent, libc)
 
         return original(command, **{**kwargs, "preexec_fn": preexec})
 
