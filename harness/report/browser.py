@@ -209,7 +209,19 @@ def _chromium(window: tuple[int, int], timeout: float) -> Iterator[str]:
             process.wait()
         if process.stderr:
             process.stderr.close()
+        _remove_singleton_dir(Path(profile))
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def _remove_singleton_dir(profile: Path) -> None:
+    """Remove the directory of the profile's ``SingletonSocket`` that Chromium makes in the temporary
+    directory (``org.chromium.Chromium.*``) and leaves there when it is terminated: one per browser."""
+    try:
+        target = Path(os.readlink(profile / "SingletonSocket"))
+    except OSError:
+        return
+    if target.parent.name.startswith("org.chromium.Chromium."):
+        shutil.rmtree(target.parent, ignore_errors=True)
 
 
 def _page_target(address: str, timeout: float) -> str:

@@ -96,6 +96,23 @@ def test_valid_report_renders_without_errors(chromium: str, store: Path, tmp_pat
     assert width == 1400 and height > 1000
 
 
+def test_a_browser_leaves_nothing_in_the_temporary_directory(chromium: str, store: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    import tempfile
+
+    # A short one, as /tmp is: Chromium's singleton socket path must fit a Unix socket address (108 bytes).
+    temporary = Path(tempfile.mkdtemp(prefix="t", dir="/tmp"))
+    try:
+        monkeypatch.setenv("TMPDIR", str(temporary))
+        monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+        _clean(open_page(write_report(store / "cluster-raft-ok" / "20251114T021304")))
+        # Chromium's own singleton directory (org.chromium.Chromium.*) and the profile: gone with the browser
+        assert list(temporary.iterdir()) == []
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
 def test_index_filters_runs_in_the_browser(chromium: str, store: Path, tmp_path: Path) -> None:
     for run in store.glob("*/*/test.json"):
         write_report(run.parent)
