@@ -1,0 +1,79 @@
+"""The harness's exit ends Spark's JVM without a word from py4j: a connection still waiting for the JVM
+when it is SIGKILLed (``harness.analysis.spark._end_jvm``) logged "Error while receiving." with a
+``ConnectionResetError`` traceback at the exit of test processes that used Spark. No JVM needed: a
+process that takes one py4j command and never answers stands in for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+from py4j.clientserver import ClientServerConnection, JavaParameters, PythonParameters
+from py4j.java_gateway import GatewayProperty
+from py4j.protocol import Py4JNetworkError
+
+from harness.analysis.spark import _end_jvm
+
+# Takes a connection, sees a command come (left unread, so that the kill resets the connection as the JVM's
+# death does), and never answers.
+STANDIN_JVM = """
+import socket, sys, time
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+connection, _ = server.accept()
+connection.recv(1, socket.MSG_PEEK)
+print("command", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def py4j_levels() -> Iterator[None]:
+    """py4j's loggers as they were: ``_end_jvm`` silences them for the rest of the process."""
+    names = ["py4j", *(name for name in list(logging.root.manager.loggerDict) if name.startswith("py4j."))]
+    levels = {name: logging.getLogger(name).level for name in names}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def test_a_py4j_call_under_way_when_the_jvm_is_killed_at_exit_logs_nothing(
+    caplog: pytest.LogCaptureFixture, py4j_levels: None
+) -> None:
+    caplog.set_level(logging.INFO)  # the root logger as a run leaves it (harness.run, harness.log)
+    jvm = subprocess.Popen([sys.executable, "-c", STANDIN_JVM], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(jvm.stdout.readline())
+        connection = ClientServerConnection(
+            JavaParameters(port=port), PythonParameters(), GatewayProperty(auto_field=False, pool=None), None
+        )
+        connection.connect_to_java_server()
+        dropped: list[BaseException] = []
+
+        def call() -> None:  # py4j's finalizer worker or a progress poller, asking the JVM
+            try:
+                connection.send_command("c\nt\nnanoTime\ne\n")
+            except Py4JNetworkError as exc:
+                dropped.append(exc)
+
+        caller = threading.Thread(target=call, name="py4j-call")
+        caller.start()
+        assert jvm.stdout.readline() == "command\n"
+        _end_jvm(jvm)
+        caller.join(timeout=30)
+        assert not caller.is_alive() and len(dropped) == 1  # the call did fail on the dropped connection
+        assert isinstance(dropped[0].cause, ConnectionResetError), dropped[0].cause
+        connection.close()
+    finally:
+        if jvm.poll() is None:
+            jvm.kill()
+        jvm.wait()
+        jvm.stdout.close()
+    assert jvm.returncode == -signal.SIGKILL
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("py4j")] == []
