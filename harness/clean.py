@@ -19,9 +19,10 @@ under test), then removing its containers and network (docker), and writing ``en
 last event's time into ``test.json`` so that the analysis says the run stopped rather than blaming a
 checker. ``--dry-run`` only says what would be done.
 
-It also removes what a simulation killed outright left in the store: an exploration's or a shrink's
-scratch directory (``store/.sim-scratch/``) whose recorded process (``harness.sim.run.owned_scratch``) is
-dead on this host. One of a live process, of another host, or with no record is left alone.
+It also removes what a simulation killed outright left in the store: the scratch directory
+(``store/.sim-scratch/``) of an exploration, a shrink, its minimal run or a ``--check-determinism``
+replay, whose recorded process (``harness.sim.run.owned_scratch``) is dead on this host. One of a live
+process, of another host, or with no record is left alone.
 
 Exit codes: 0 nothing left to clean (or all cleaned), 1 something could not be cleaned (each named),
 254 bad arguments (a named run that does not exist, or whose controller is alive).
@@ -337,7 +338,8 @@ def cmd_clean(args: argparse.Namespace, console: Console, err: Console) -> int:
         failed = bool(scratch_problems)
         for run in chosen:
             what = ", ".join(run.docker.names) if run.docker is not None else "no containers"
-            where = f" (run directory {run.run_dir})" if run.run_dir else ""
+            # A run without an id is named by its run directory already: said once.
+            where = f" (run directory {run.run_dir})" if run.run_dir and run.run_id else ""
             owner = run.controller.describe() if run.controller else "an unrecorded controller"
             if args.dry_run:
                 console.print(f"would clean {run.name}{where}: {what}; controller {owner} is {run.state}",

@@ -55,10 +55,9 @@ from harness.sim.explore import (
 from harness.sim.run import (
     SimResult,
     compose_sim,
-    discard,
     known_bugs,
     replay_stored,
-    scratch_dir,
+    scratch_run,
     simulate,
 )
 from harness.spec import ConfigError, TestSpec
@@ -164,9 +163,9 @@ def _one(args: argparse.Namespace, console: Console, err: Console) -> int:
     _print_result(console, result)
     code = result.exit_code
     if args.check_determinism:
-        again = simulate(spec, scratch_dir(spec.store), checkers=())
+        with scratch_run(spec.store, "replay") as work:
+            again = simulate(spec, work, checkers=())
         same = again.digest == result.digest
-        discard(again)
         _print_determinism(console, result, same)
         if not same:
             err.print("the replay of this seed differs from the first run: the simulator is not deterministic "

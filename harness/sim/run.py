@@ -6,12 +6,12 @@ run, on a virtual-time loop over the DB's simulated system (``harness.platforms.
 ``harness simulate --seed 7`` and ``harness run --platform sim --seed 7`` store the same run, and the
 seed fixes everything: the network, the clocks and every interleaving.
 
-What this module adds is what exploring many seeds needs: running into a scratch directory
-(:func:`scratch_dir`) and keeping or discarding the result (:func:`keep`, :func:`discard`), the
-:class:`SimResult` of one seed (verdict, simulated and wall seconds, the trace digest, what each worker
-slot invoked), and replaying a stored simulated run, from scripts when it was shrunk
-(:func:`replay_stored`). Exact replay: the history and journals of a seed are byte-identical on every
-run; ``results.json`` records their hashes (``harness.platforms.sim.trace_digest``).
+What this module adds is what exploring many seeds needs: running into a scratch directory that records
+its process (:func:`owned_scratch`, :func:`scratch_run`) and keeping or discarding the result
+(:func:`keep`, :func:`discard`), the :class:`SimResult` of one seed (verdict, simulated and wall seconds,
+the trace digest, what each worker slot invoked), and replaying a stored simulated run, from scripts when
+it was shrunk (:func:`replay_stored`). Exact replay: the history and journals of a seed are
+byte-identical on every run; ``results.json`` records their hashes (``harness.platforms.sim.trace_digest``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import contextlib
 import gc
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -44,7 +43,8 @@ from workloads.ops import Op
 
 SCRATCH = ".sim-scratch"
 SCRATCH_OWNER = "controller.json"
-"""In a scratch directory of an exploration or a shrink: the process that made it (:func:`owned_scratch`)."""
+"""In each scratch directory of a simulation (an exploration, a shrink, a replay that checks determinism,
+a shrink's minimal run before it is kept): the process that made it (:func:`owned_scratch`)."""
 
 __all__ = ["SimResult", "compose_sim", "simulate", "trace_digest"]
 
@@ -206,22 +206,31 @@ def simulate(
                      interrupted=result.interrupted, stop_requested=result.stop_requested)
 
 
-def scratch_dir(store_dir: str | os.PathLike[str]) -> Path:
-    """A new private directory under ``store/.sim-scratch/`` for a run that may not be kept."""
-    base = Path(store_dir) / SCRATCH
-    base.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=base))
-
-
 def owned_scratch(store_dir: str | os.PathLike[str], kind: str) -> Path:
-    """A new directory under ``store/.sim-scratch/`` for the runs of one exploration or shrink (``kind``),
-    with the process that made it recorded in it (:data:`SCRATCH_OWNER`: pid, host, start time). Its maker
-    removes it when it ends, also at a signal; a SIGKILL leaves it, and ``harness clean`` removes it once that
-    process is dead."""
+    """A new directory under ``store/.sim-scratch/`` for the runs of one exploration, shrink or single
+    scratch run (``kind``), with the process that made it recorded in it (:data:`SCRATCH_OWNER`: pid, host,
+    start time). Its maker removes it when it ends, also at a signal; a SIGKILL leaves it, and
+    ``harness clean`` removes it once that process is dead. The runs go in directories inside it, never in
+    it: a run directory must start empty, and one kept (:func:`keep`) leaves without the record."""
     directory = Path(store_dir) / SCRATCH / f"{kind}-{os.getpid()}-{time.monotonic_ns()}"
     directory.mkdir(parents=True, exist_ok=True)
     store.write_json(directory / SCRATCH_OWNER, Controller.current().to_json())
     return directory
+
+
+@contextlib.contextmanager
+def scratch_run(store_dir: str | os.PathLike[str], kind: str) -> Iterator[Path]:
+    """The run directory (not made yet) of one run that may not be kept, inside an :func:`owned_scratch`
+    directory of its own (``kind``: ``replay`` for ``--check-determinism``'s second run, ``minimal`` for a
+    shrink's result until :func:`keep` moves it into the store). The scratch directory, and whatever of the
+    run is still in it, is removed when the block ends."""
+    directory = owned_scratch(store_dir, kind)
+    try:
+        yield directory / "run"
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            directory.parent.rmdir()  # .sim-scratch, when nothing else uses it
 
 
 def keep(result: SimResult) -> SimResult:

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from checkers.registry import CHECKERS
 from harness import store
-from harness.sim.run import SCRATCH, SimResult, checker_for_bug, keep, owned_scratch, simulate
+from harness.sim.run import SimResult, checker_for_bug, keep, owned_scratch, scratch_run, simulate
 from harness.spec import ConfigError, TestSpec
 from nemesis.faults import is_heal
 from nemesis.generator import ScheduledFault
@@ -318,18 +318,19 @@ def store_minimal(candidate: Candidate, *, original_dir: str | os.PathLike[str] 
     spec = replace(candidate.spec, name=None)
     test = store.read_json(store.RunDir(Path(original_dir)).test_json).get("test") if original_dir else None
     spec = replace(spec, name=f"{test or 'sim'}-shrunk")
-    scratch = Path(spec.store) / SCRATCH / f"minimal-{os.getpid()}-{time.monotonic_ns()}"
-    result = simulate(spec, scratch, schedule=candidate.schedule, scripts=candidate.scripts,
-                      replay_command="harness simulate --replay <this run>",
-                      reproduces=None if original_dir is None else str(original_dir))
-    result = keep(result)
+    with scratch_run(spec.store, "minimal") as work:
+        result = simulate(
+            spec,
+            work,
+            schedule=candidate.schedule,
+            scripts=candidate.scripts,
+            replay_command="harness simulate --replay <this run>",
+            reproduces=None if original_dir is None else str(original_dir),
+        )
+        result = keep(result)
     path = store.RunDir(result.run_dir).test_json
     document = store.read_json(path)
     document.update(replay_command=f"harness simulate --replay {result.run_dir}", shrunk_from=str(original_dir),
                     shrunk_for=checker)
     store.write_json(path, document)
-    try:
-        scratch.parent.rmdir()
-    except OSError:
-        pass
     return result

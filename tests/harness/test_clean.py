@@ -81,6 +81,15 @@ def _clean(capsys, *argv: str) -> tuple[int, str]:
     return code, captured.out + captured.err
 
 
+def _said_once(output: str, *names: str) -> None:
+    """Each line of ``output`` appears once, and each of ``names`` (a run directory, a scratch directory) in
+    one line, once: a run named by its directory is not named twice."""
+    lines = output.splitlines()
+    assert len(lines) == len(set(lines)), output
+    for name in names:
+        assert output.count(name) == 1, f"{name} said {output.count(name)} times:\n{output}"
+
+
 def test_clean_marks_a_dead_unfinished_run_killed_and_dry_run_changes_nothing(
     capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,14 +99,17 @@ def test_clean_marks_a_dead_unfinished_run_killed_and_dry_run_changes_nothing(
 
     code, output = _clean(capsys, "--store", str(tmp_path), "--dry-run")
     assert code == 0
-    assert f"would clean {run_dir.resolve()}" in output
+    _said_once(output, str(run_dir.resolve()))
+    assert f"would clean {run_dir.resolve()}: no containers; controller pid " in output, output
     assert "docker leftovers not looked for: no Docker engine answers" in output
     assert "end" not in json.loads((run_dir / "test.json").read_text())
 
     code, output = _clean(capsys, "--store", str(tmp_path))
     assert code == 0, output
-    assert f"cleaned {run_dir.resolve()}" in output and "nothing was deployed" in output
+    assert f"cleaned {run_dir.resolve()}: removed no containers" in output, output
+    assert "nothing was deployed" in output
     assert "kept " in output and "is running" in output
+    _said_once(output, str(run_dir.resolve()), str((tmp_path / "test" / "r2").resolve()))
     end = json.loads((run_dir / "test.json").read_text())["end"]
     assert end["how"] == "killed" and end["last_event_s"] == 16.0 and end["detected_by"] == "harness clean"
 
@@ -120,14 +132,16 @@ def test_clean_removes_the_scratch_a_killed_simulation_left_and_nothing_else_the
     for directory, owner in ((dead, _dead()), (away, replace(Controller.current(), host="other.example"))):
         (directory / "seed-7").mkdir(parents=True)
         store.write_json(directory / SCRATCH_OWNER, owner.to_json())
-    unrecorded.mkdir()  # a run's own scratch directory (the replay of --check-determinism): no record
+    unrecorded.mkdir()  # an older harness's scratch run (its --check-determinism replay): no record
 
     code, output = _clean(capsys, "--store", str(tmp_path), "--dry-run")
     assert code == 0 and f"would remove {dead}: the scratch of a simulation whose process" in output, output
+    _said_once(output, str(dead))
     assert dead.is_dir()
 
     code, output = _clean(capsys, "--store", str(tmp_path))
     assert code == 0 and f"removed {dead}: the scratch of a simulation whose process" in output, output
+    _said_once(output, str(dead))
     assert "nothing to clean" not in output
     assert not dead.exists() and mine.is_dir() and away.is_dir() and unrecorded.is_dir()
 
@@ -156,3 +170,74 @@ def test_an_exploration_records_its_process_in_its_scratch(tmp_path: Path, monke
     explore_module.explore(spec, [1], executor=explore_module.ProcessPool(1))
     assert owners == [Controller.current()]
     assert not (tmp_path / SCRATCH).exists()  # removed at the end, record and all
+
+
+def _owner_of(run_dir: Path, store_dir: Path) -> Controller | None:
+    """The process recorded for the scratch directory ``run_dir`` is simulated in (``None``: not in one
+    directly under ``store_dir/.sim-scratch``, or no record)."""
+    from harness.sim.run import SCRATCH, SCRATCH_OWNER
+
+    if run_dir.parent.parent != store_dir / SCRATCH or not (run_dir.parent / SCRATCH_OWNER).is_file():
+        return None
+    return Controller.from_json(store.read_json(run_dir.parent / SCRATCH_OWNER))
+
+
+def test_the_replay_of_check_determinism_records_its_process_and_clean_removes_it_once_dead(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from harness.sim import cli as sim_cli
+    from harness.sim.run import SCRATCH, SCRATCH_OWNER
+
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # only the store is looked at
+    store_dir, killed = tmp_path / "store", tmp_path / "killed"
+    owners, left = [], []
+    real = sim_cli.simulate
+
+    def simulate(spec, run_dir=None, **kwargs):  # noqa: ANN001, ANN003, ANN202 - the real one, watched
+        result = real(spec, run_dir, **kwargs)
+        if run_dir is not None:  # the replay: what a SIGKILL now would leave, copied into another store
+            owners.append(_owner_of(Path(run_dir), store_dir))
+            scratch = Path(run_dir).parent
+            if scratch.parent == store_dir / SCRATCH:
+                left.append(killed / SCRATCH / scratch.name)
+                shutil.copytree(scratch, left[-1])
+                store.write_json(left[-1] / SCRATCH_OWNER, _dead().to_json())
+        return result
+
+    monkeypatch.setattr(sim_cli, "simulate", simulate)
+    argv = ["simulate", "--seed", "3", "--time-limit", "2", "--store", str(store_dir), "--check-determinism"]
+    assert cli.main(argv) == 0
+    assert "deterministic" in capsys.readouterr().out
+    assert owners == [Controller.current()]
+    assert not (store_dir / SCRATCH).exists()  # removed after the replay, record and all
+
+    code, output = _clean(capsys, "--store", str(killed))
+    assert code == 0 and f"removed {left[0]}: the scratch of a simulation whose process" in output, output
+    _said_once(output, str(left[0]))
+    assert "cleaned" not in output and not (killed / SCRATCH).exists()  # not taken for a run to finish
+
+
+def test_a_shrinks_minimal_run_is_simulated_in_a_recorded_scratch_and_kept_without_the_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from harness.sim import shrink as shrink_module
+    from harness.sim.run import SCRATCH, SCRATCH_OWNER, simulate
+    from harness.spec import TestSpec
+
+    spec = TestSpec(seed=3, db="cluster", platform="sim", time_limit=2.0, store=str(tmp_path))
+    first = simulate(spec)
+    candidate = shrink_module.Candidate(first.spec, tuple(first.schedule), first.scripts)
+    owners = []
+
+    def watched(spec, run_dir=None, **kwargs):  # noqa: ANN001, ANN003, ANN202 - the real one, watched
+        owners.append(None if run_dir is None else _owner_of(Path(run_dir), tmp_path))
+        return simulate(spec, run_dir, **kwargs)
+
+    monkeypatch.setattr(shrink_module, "simulate", watched)
+    kept = shrink_module.store_minimal(candidate, original_dir=first.run_dir, checker="linearizable")
+    assert owners == [Controller.current()]
+    assert kept.run_dir.parent.parent == tmp_path and (kept.run_dir / "test.json").is_file()
+    assert not (kept.run_dir / SCRATCH_OWNER).exists()  # the record stays with the scratch, which is gone
+    assert not (tmp_path / SCRATCH).exists()
