@@ -15,7 +15,7 @@ Options (``harness dbs etcd``; ``--db-opt NAME=VALUE``):
   election timeout under five heartbeats; so does :func:`validate`, before anything is deployed).
 
 The adapter is :class:`adapters.etcd.db.EtcdDB`, its client :class:`adapters.etcd.client.EtcdWorkloadClient`;
-docs/etcd.md walks through both.
+docs/systems/etcd.md walks through both.
 """
 
 from __future__ import annotations
@@ -63,6 +63,6 @@ plugin = DBPlugin(
     create=create,
     options=OPTIONS,
     validate=validate,
-    # harness run's default without clock: etcd's clock cannot be moved (EtcdDB.impossible, docs/etcd.md).
+    # harness run's default without clock: etcd's clock cannot be moved (EtcdDB.impossible, docs/systems/etcd.md).
     default_nemesis=("partition", "kill", "pause"),
 )

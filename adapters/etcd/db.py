@@ -27,7 +27,7 @@ and ``lead`` (the leader's member id, hex). etcd's documented status call, ``/v3
 is not used: its ``raftTerm`` (like every response header's ``raft_term``) is the term of the last entry
 the member *applied*. A member elected in term 5 reports 4 until it has applied an entry of term 5, while
 the leader of term 4, cut off and not yet stepped down, reports 4 too: two leaders "in term 4", a false
-alarm of single-leader-per-term (docs/etcd.md).
+alarm of single-leader-per-term (docs/systems/etcd.md).
 Member ids become names through ``/v3/cluster/member/list`` (served from the member's own view).
 
 **No clock skew.** etcd is a Go program: its runtime reads the clock through the kernel's vDSO, not
@@ -87,7 +87,7 @@ class EtcdDB(DaemonProcess):
     capabilities = ("Clients", "Process", "Pause", "Status", "LogFiles")
     workloads = ("register",)
     impossible = {"ClockSkew": "etcd is a Go program, whose runtime reads the clock without libc, so "
-                               "libfaketime's LD_PRELOAD cannot move it (docs/etcd.md)"}
+                               "libfaketime's LD_PRELOAD cannot move it (docs/systems/etcd.md)"}
 
     def __init__(
         self,
