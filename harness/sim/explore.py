@@ -373,37 +373,32 @@ def explore(
     exploration = Exploration(spec, seed_list, jobs=executor.workers, executor=executor_name(executor))
     started_at = datetime.now(UTC)
     partition = dataset.exploration_id(started_at)
-    scratch = owned_scratch(spec.store, "explore")
-    started = time.perf_counter()
-    tasks = [(replace(spec, seed=seed), str(scratch), check_determinism, checkers) for seed in seed_list]
-    results = executor.outcomes(tasks)
-    checkpoint = time.monotonic()
-    try:
-        for outcome in results:
-            exploration.outcomes.append(outcome)
-            if time.monotonic() - checkpoint >= CHECKPOINT_S:
-                try:
-                    _record(exploration, comp, partition)
-                except OSError as exc:  # a full disk, say: the seeds go on, and the end writes them again
-                    log.warning("could not write the seeds finished so far to the sim_seeds table: %s", exc)
-                checkpoint = time.monotonic()
-            if on_outcome is not None:
-                on_outcome(outcome)
-            if not keep_going and stop_on(outcome):
-                exploration.stopped_early = outcome.seed != seed_list[-1]
-                break
-    except KeyboardInterrupt:
-        exploration.interrupted = True
-    finally:
-        close = getattr(results, "close", None)
-        if close is not None:
-            close()
-        exploration.wall_seconds = time.perf_counter() - started
-        shutil.rmtree(scratch, ignore_errors=True)
+    with owned_scratch(spec.store, "explore") as scratch:  # removed after the workers are closed
+        started = time.perf_counter()
+        tasks = [(replace(spec, seed=seed), str(scratch), check_determinism, checkers) for seed in seed_list]
+        results = executor.outcomes(tasks)
+        checkpoint = time.monotonic()
         try:
-            scratch.parent.rmdir()  # .sim-scratch, when no other exploration uses it
-        except OSError:
-            pass
+            for outcome in results:
+                exploration.outcomes.append(outcome)
+                if time.monotonic() - checkpoint >= CHECKPOINT_S:
+                    try:
+                        _record(exploration, comp, partition)
+                    except OSError as exc:  # a full disk, say: the seeds go on, and the end writes them again
+                        log.warning("could not write the seeds finished so far to the sim_seeds table: %s", exc)
+                    checkpoint = time.monotonic()
+                if on_outcome is not None:
+                    on_outcome(outcome)
+                if not keep_going and stop_on(outcome):
+                    exploration.stopped_early = outcome.seed != seed_list[-1]
+                    break
+        except KeyboardInterrupt:
+            exploration.interrupted = True
+        finally:
+            close = getattr(results, "close", None)
+            if close is not None:
+                close()
+            exploration.wall_seconds = time.perf_counter() - started
     if exploration.outcomes:
         _record(exploration, comp, partition)
     if exploration.interrupted:

@@ -206,31 +206,32 @@ def simulate(
                      interrupted=result.interrupted, stop_requested=result.stop_requested)
 
 
-def owned_scratch(store_dir: str | os.PathLike[str], kind: str) -> Path:
+@contextlib.contextmanager
+def owned_scratch(store_dir: str | os.PathLike[str], kind: str) -> Iterator[Path]:
     """A new directory under ``store/.sim-scratch/`` for the runs of one exploration, shrink or single
     scratch run (``kind``), with the process that made it recorded in it (:data:`SCRATCH_OWNER`: pid, host,
-    start time). Its maker removes it when it ends, also at a signal; a SIGKILL leaves it, and
-    ``harness clean`` removes it once that process is dead. The runs go in directories inside it, never in
-    it: a run directory must start empty, and one kept (:func:`keep`) leaves without the record."""
+    start time), removed with whatever is still in it when the block ends (and ``.sim-scratch`` with it
+    when nothing else uses that), also at a signal; a SIGKILL leaves it, and ``harness clean`` removes it
+    once that process is dead. The runs go in directories inside it, never in it: a run directory must
+    start empty, and one kept (:func:`keep`) leaves without the record."""
     directory = Path(store_dir) / SCRATCH / f"{kind}-{os.getpid()}-{time.monotonic_ns()}"
     directory.mkdir(parents=True, exist_ok=True)
-    store.write_json(directory / SCRATCH_OWNER, Controller.current().to_json())
-    return directory
+    try:
+        store.write_json(directory / SCRATCH_OWNER, Controller.current().to_json())
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            directory.parent.rmdir()  # .sim-scratch, when nothing else uses it
 
 
 @contextlib.contextmanager
 def scratch_run(store_dir: str | os.PathLike[str], kind: str) -> Iterator[Path]:
     """The run directory (not made yet) of one run that may not be kept, inside an :func:`owned_scratch`
     directory of its own (``kind``: ``replay`` for ``--check-determinism``'s second run, ``minimal`` for a
-    shrink's result until :func:`keep` moves it into the store). The scratch directory, and whatever of the
-    run is still in it, is removed when the block ends."""
-    directory = owned_scratch(store_dir, kind)
-    try:
+    shrink's result until :func:`keep` moves it into the store)."""
+    with owned_scratch(store_dir, kind) as directory:
         yield directory / "run"
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            directory.parent.rmdir()  # .sim-scratch, when nothing else uses it
 
 
 def keep(result: SimResult) -> SimResult:

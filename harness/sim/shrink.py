@@ -272,7 +272,6 @@ def shrink(
     checker = checker or target_checker(result)
     started = time.perf_counter()
     original = Candidate(result.spec, tuple(result.schedule), {s: list(ops) for s, ops in result.scripts.items()})
-    scratch = owned_scratch(result.spec.store, "shrink")
     steps: list[str] = []
 
     def note(text: str) -> None:
@@ -280,33 +279,33 @@ def shrink(
         if on_step is not None:
             on_step(text)
 
-    try:
-        with _Judge(checker, scratch, max(1, jobs), max_trials) as judge:
-            if not judge.fails(original):
-                raise ConfigError(f"seed {result.spec.seed} replayed from its scripts does not fail {checker}; "
-                                  "nothing to shrink")
-            current = _shorten(original, judge)
-            note(f"time limit {original.spec.time_limit:g} s -> {current.spec.time_limit:g} s")
-            units = ddmin(fault_units(current), lambda kept: with_faults(current, kept), judge)
-            current = with_faults(current, units)
-            note(f"faults {original.faults} -> {current.faults}")
-            slots = ddmin(sorted(s for s in current.scripts if current.scripts[s]),
-                          lambda kept: with_slots(current, kept), judge)
-            current = with_slots(current, slots)
-            note(f"worker slots with operations -> {len(slots)}")
-            ops = [(s, i) for s in sorted(current.scripts) for i in range(len(current.scripts[s]))]
-            kept_ops = ddmin(ops, lambda kept: with_ops(current, kept), judge)
-            current = with_ops(current, kept_ops)
-            note(f"operations {original.operations} -> {current.operations}")
-            smaller = compacted(current)
-            if smaller.spec.concurrency < current.spec.concurrency and judge.fails(smaller):
-                current = smaller
-                note(f"concurrency -> {current.spec.concurrency}")
-            current = _shorten(current, judge)
-            note(f"time limit -> {current.spec.time_limit:g} s ({judge.trials} trials)")
-            trials = judge.trials
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with (
+        owned_scratch(result.spec.store, "shrink") as scratch,
+        _Judge(checker, scratch, max(1, jobs), max_trials) as judge,
+    ):
+        if not judge.fails(original):
+            raise ConfigError(f"seed {result.spec.seed} replayed from its scripts does not fail {checker}; "
+                              "nothing to shrink")
+        current = _shorten(original, judge)
+        note(f"time limit {original.spec.time_limit:g} s -> {current.spec.time_limit:g} s")
+        units = ddmin(fault_units(current), lambda kept: with_faults(current, kept), judge)
+        current = with_faults(current, units)
+        note(f"faults {original.faults} -> {current.faults}")
+        slots = ddmin(sorted(s for s in current.scripts if current.scripts[s]),
+                      lambda kept: with_slots(current, kept), judge)
+        current = with_slots(current, slots)
+        note(f"worker slots with operations -> {len(slots)}")
+        ops = [(s, i) for s in sorted(current.scripts) for i in range(len(current.scripts[s]))]
+        kept_ops = ddmin(ops, lambda kept: with_ops(current, kept), judge)
+        current = with_ops(current, kept_ops)
+        note(f"operations {original.operations} -> {current.operations}")
+        smaller = compacted(current)
+        if smaller.spec.concurrency < current.spec.concurrency and judge.fails(smaller):
+            current = smaller
+            note(f"concurrency -> {current.spec.concurrency}")
+        current = _shorten(current, judge)
+        note(f"time limit -> {current.spec.time_limit:g} s ({judge.trials} trials)")
+        trials = judge.trials
     outcome = ShrinkResult(checker, original, current, trials, time.perf_counter() - started, steps=steps)
     if store_result:
         outcome.result = store_minimal(current, original_dir=result.run_dir, checker=checker)

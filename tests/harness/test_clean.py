@@ -126,27 +126,28 @@ def test_clean_removes_the_scratch_a_killed_simulation_left_and_nothing_else_the
     from harness.sim.run import SCRATCH, SCRATCH_OWNER, owned_scratch
 
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # only the store is looked at
-    mine = owned_scratch(tmp_path, "explore")  # this process's: alive
-    (mine / "seed-3").mkdir()
-    dead, away, unrecorded = (tmp_path / SCRATCH / name for name in ("explore-1-1", "shrink-2-2", "4-run"))
-    for directory, owner in ((dead, _dead()), (away, replace(Controller.current(), host="other.example"))):
-        (directory / "seed-7").mkdir(parents=True)
-        store.write_json(directory / SCRATCH_OWNER, owner.to_json())
-    unrecorded.mkdir()  # an older harness's scratch run (its --check-determinism replay): no record
+    with owned_scratch(tmp_path, "explore") as mine:  # this process's: alive
+        (mine / "seed-3").mkdir()
+        dead, away, unrecorded = (tmp_path / SCRATCH / name for name in ("explore-1-1", "shrink-2-2", "4-run"))
+        for directory, owner in ((dead, _dead()), (away, replace(Controller.current(), host="other.example"))):
+            (directory / "seed-7").mkdir(parents=True)
+            store.write_json(directory / SCRATCH_OWNER, owner.to_json())
+        unrecorded.mkdir()  # an older harness's scratch run (its --check-determinism replay): no record
 
-    code, output = _clean(capsys, "--store", str(tmp_path), "--dry-run")
-    assert code == 0 and f"would remove {dead}: the scratch of a simulation whose process" in output, output
-    _said_once(output, str(dead))
-    assert dead.is_dir()
+        code, output = _clean(capsys, "--store", str(tmp_path), "--dry-run")
+        assert code == 0 and f"would remove {dead}: the scratch of a simulation whose process" in output, output
+        _said_once(output, str(dead))
+        assert dead.is_dir()
 
-    code, output = _clean(capsys, "--store", str(tmp_path))
-    assert code == 0 and f"removed {dead}: the scratch of a simulation whose process" in output, output
-    _said_once(output, str(dead))
-    assert "nothing to clean" not in output
-    assert not dead.exists() and mine.is_dir() and away.is_dir() and unrecorded.is_dir()
+        code, output = _clean(capsys, "--store", str(tmp_path))
+        assert code == 0 and f"removed {dead}: the scratch of a simulation whose process" in output, output
+        _said_once(output, str(dead))
+        assert "nothing to clean" not in output
+        assert not dead.exists() and mine.is_dir() and away.is_dir() and unrecorded.is_dir()
 
-    code, output = _clean(capsys, "--store", str(tmp_path))
-    assert code == 0 and "nothing to clean" in output, output
+        code, output = _clean(capsys, "--store", str(tmp_path))
+        assert code == 0 and "nothing to clean" in output, output
+    assert not mine.exists()  # its maker removes it at the block's end
 
 
 def test_an_exploration_records_its_process_in_its_scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
