@@ -47,6 +47,7 @@ from harness.lifecycle import die_with_parent
 from harness.sim import dataset
 from harness.sim.run import SimResult, compose_sim, discard, keep, owned_scratch, simulate
 from harness.spec import ConfigError, TestSpec
+from harness.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -177,9 +178,14 @@ def run_seed(spec: TestSpec, scratch: str, check_determinism: bool = False,
         deterministic = again.digest == result.digest
         shutil.rmtree(again_dir, ignore_errors=True)
     run_dir = None
+    error = result.results.get("error")
     replay_command = result.replay_command
     if result.valid is False:
-        run_dir = str(keep(result).run_dir)
+        try:
+            run_dir = str(keep(result).run_dir)
+        except (OSError, StoreError) as exc:  # a full disk, say: the verdict stands; the seed replays the run
+            error = f"its run could not be kept in the store: {exc}"
+            discard(result)
     else:
         discard(result)
     return SeedOutcome(
@@ -190,7 +196,7 @@ def run_seed(spec: TestSpec, scratch: str, check_determinism: bool = False,
         sim_seconds=result.sim_seconds,
         wall_seconds=time.perf_counter() - started,
         run_dir=run_dir,
-        error=result.results.get("error"),
+        error=error,
         replay_command=replay_command,
         deterministic=deterministic,
     )

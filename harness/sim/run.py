@@ -238,8 +238,14 @@ def keep(result: SimResult) -> SimResult:
     """Move a run simulated in a scratch directory into the store proper (and point ``latest`` at it)."""
     spec = result.spec
     target = store.create_run(spec.store, result.results.get("test") or "sim", datetime.now(UTC))
-    shutil.rmtree(target.path)
-    os.replace(result.run_dir, target.path)
+    # Moved in entry by entry: the directory create_run made stays this run's all along. Freeing its name to
+    # rename the run over it let another process (an exploration's other worker, keeping a run in the same
+    # second) take the name in between, and one of the two runs was lost.
+    shutil.rmtree(target.path / store.NODES)
+    source = Path(result.run_dir)
+    for entry in source.iterdir():
+        os.replace(entry, target.path / entry.name)
+    source.rmdir()
     result.run_dir = target.path
     store.update_latest(spec.store, target)
     publish(target.path)
