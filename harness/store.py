@@ -9,7 +9,8 @@ store/latest -> the most recent run
 
 A run directory is created before anything is deployed, and ``test.json`` is written first, so that a
 run that crashes at any later point is still a stored run whose spec says how to reproduce it.
-JSON documents are replaced atomically (temporary file, then rename); ``latest`` is swapped atomically.
+Documents and pages are replaced atomically (a temporary file of the writing process, then rename), so
+several processes may refresh one file at once; ``latest`` is swapped atomically.
 Run directories are named by the UTC second the run started; a second run in the same second of the same
 test gets a ``-2``, ``-3``, ... suffix rather than overwriting the first.
 """
@@ -22,7 +23,9 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -179,32 +182,51 @@ def update_latest(store: str | os.PathLike[str], run: RunDir) -> None:
     os.replace(temporary, link)
 
 
+def temporary_name(path: Path) -> Path:
+    """The hidden file beside ``path`` that this process and thread write before replacing ``path``.
+
+    One name per writer: two processes refreshing the same file (workers rewriting the store's
+    ``index.html``, say) must not write into, or rename away, each other's half-written temporary."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{threading.get_native_id()}.tmp")
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """Yield a temporary path to write; when the block ends normally it replaces ``path`` atomically, and
+    whatever way it ends no temporary is left behind (a full disk, say, leaves the old file whole)."""
+    temporary = temporary_name(path)
+    try:
+        yield temporary
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Replace ``path`` with ``text`` (UTF-8), atomically; return ``path``."""
+    with replacing(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+    return path
+
+
 def write_json(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` as indented JSON, atomically."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        with temporary.open("w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False, default=repr)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:  # a full disk, say: the old file stays whole and no temporary is left
-        temporary.unlink(missing_ok=True)
-        raise
+    with replacing(path) as temporary, temporary.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=False, ensure_ascii=False, default=repr)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> int:
     """Write ``rows`` as JSON lines (replacing ``path``); return how many."""
     count = 0
-    temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
+    with replacing(path) as temporary, temporary.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False, separators=(",", ":"), default=repr) + "\n")
             count += 1
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(temporary, path)
     return count
 
 

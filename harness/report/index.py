@@ -35,6 +35,7 @@ from harness.store import (
     SUITES_DIR,
     TEST_JSON,
     TIMESTAMP_FORMAT,
+    write_text,
 )
 
 INDEX = INDEX_PAGE
@@ -241,19 +242,12 @@ def build_index(store: str | os.PathLike[str]) -> Index:
     )
 
 
-def _write(path: Path, text: str) -> Path:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-    return path
-
-
 def write_index(store: str | os.PathLike[str]) -> Path:
     """(Re)write ``store/index.html`` and return its path."""
     store = Path(store)
     index = build_index(store)
     env = environment()
-    return _write(store / INDEX, env.get_template("index.html.j2").render(i=index))
+    return write_text(store / INDEX, env.get_template("index.html.j2").render(i=index))
 
 
 @dataclass
@@ -306,4 +300,4 @@ def write_suite_page(suite_dir: str | os.PathLike[str]) -> Path:
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
     env = environment()
-    return _write(directory / SUITE_PAGE, env.get_template("suite.html.j2").render(s=page))
+    return write_text(directory / SUITE_PAGE, env.get_template("suite.html.j2").render(s=page))

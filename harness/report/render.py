@@ -40,7 +40,7 @@ from harness.report.faults import Unapplied, fault_colours, fault_view
 from harness.report.links import file_href, fragment
 from harness.report.svg import NS, short
 from harness.report.timeline import MAX_BARS, Timeline, build_timeline
-from harness.store import NODES
+from harness.store import NODES, write_text
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 REPORT = "report.html"
@@ -378,11 +378,7 @@ def write_report(run_dir: str | os.PathLike[str], *, max_bars: int = MAX_BARS) -
         run = load_run(run_dir)
         report = build_report(run, max_bars=max_bars, index_href=_index_href(run_dir.resolve()))
         text = render_report(report)
-    target = run_dir / REPORT
-    temporary = target.with_name(f".{REPORT}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, target)
-    return target
+    return write_text(run_dir / REPORT, text)
 
 
 __all__ = ["PAGE_POLICY", "REPORT", "Report", "build_report", "environment", "render_report", "write_report"]

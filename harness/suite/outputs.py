@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from harness.analysis.dataset import SUITES_DIR
 from harness.analysis.discovery import StoredRun
 from harness.analysis.rates import Rate
 from harness.opportunities import RESULTS_FIELD, entry_figures, run_text
-from harness.store import RESULTS, TIMESTAMP_FORMAT, StoreError, read_json, stamped_directory
+from harness.store import RESULTS, TIMESTAMP_FORMAT, StoreError, read_json, replacing, stamped_directory
 from harness.suite.file import Case, Suite
 from harness.suite.runner import CaseRun
 
@@ -350,9 +349,8 @@ def write_junit(
 ) -> None:
     root = junit_document(suite, outcomes, started, store)
     ElementTree.indent(root)
-    temporary = path.with_name(f".{path.name}.tmp")
-    ElementTree.ElementTree(root).write(temporary, encoding="utf-8", xml_declaration=True)
-    os.replace(temporary, path)
+    with replacing(path) as temporary:
+        ElementTree.ElementTree(root).write(temporary, encoding="utf-8", xml_declaration=True)
 
 
 def suite_summary(suite: Suite, result: SuiteResult, started: datetime) -> dict[str, Any]:

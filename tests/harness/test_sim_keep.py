@@ -13,6 +13,7 @@ import pytest
 
 from harness.sim import run as sim_run
 from harness.spec import TestSpec
+from tests.harness.at_once import run_at_once
 
 WORKERS = 6
 KEEPS = 8
@@ -45,14 +46,8 @@ def test_runs_kept_in_the_same_second_by_several_processes_each_get_a_directory_
 ) -> None:
     monkeypatch.setattr(sim_run, "datetime", _OneSecond)
     monkeypatch.setattr(sim_run, "publish", lambda run_dir: None)  # the report and index are not the point
-    context = multiprocessing.get_context("fork")
-    start = context.Barrier(WORKERS)
-    workers = [context.Process(target=_keep_runs, args=(tmp_path, worker, start)) for worker in range(WORKERS)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=60)
-    assert [worker.exitcode for worker in workers] == [0] * WORKERS  # no keep raised
+    codes = run_at_once(_keep_runs, [(tmp_path, worker) for worker in range(WORKERS)], timeout=60)
+    assert codes == [0] * WORKERS  # no keep raised
     kept = sorted(p for p in (tmp_path / "t").iterdir() if p.is_dir())
     markers = sorted((run / "marker").read_text() for run in kept if (run / "marker").is_file())
     expected = sorted(f"{worker}-{keep}" for worker in range(WORKERS) for keep in range(KEEPS))

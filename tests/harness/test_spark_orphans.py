@@ -120,7 +120,7 @@ def test_a_signal_during_harness_runs_spark_analysis_leaves_the_run_whole_and_un
                                    stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
-        while not list(store.glob("*/*/.results.json.tmp")) and not list(store.glob("*/*/results.json")):
+        while not list(store.glob("*/*/.results.json.*.tmp")) and not list(store.glob("*/*/results.json")):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         time.sleep(1.5)  # Spark is starting (its JVM alone takes longer than this)
