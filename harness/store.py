@@ -152,9 +152,9 @@ def test_directory(test_name: str) -> str:
     return name
 
 
-def create_run(store: str | os.PathLike[str], test_name: str, started: datetime) -> RunDir:
-    """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it.
-    A :class:`StoreError` names the reason the store cannot hold it (a file is there; a place that cannot
+def create_run(store: str | os.PathLike[str], test_name: str, started: datetime, *, latest: bool = True) -> RunDir:
+    """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it
+    (unless ``latest`` is false: a run moved in later is pointed at once it is whole). A :class:`StoreError` names the reason the store cannot hold it (a file is there; a place that cannot
     hold directories, ``/proc`` or ``/sys``; no permission)."""
     store = Path(store)
     try:
@@ -166,7 +166,8 @@ def create_run(store: str | os.PathLike[str], test_name: str, started: datetime)
                          "you can write in") from None
     (candidate / NODES).mkdir()
     run = RunDir(candidate)
-    update_latest(store, run)
+    if latest:
+        update_latest(store, run)
     return run
 
 

@@ -235,9 +235,10 @@ def scratch_run(store_dir: str | os.PathLike[str], kind: str) -> Iterator[Path]:
 
 
 def keep(result: SimResult) -> SimResult:
-    """Move a run simulated in a scratch directory into the store proper (and point ``latest`` at it)."""
+    """Move a run simulated in a scratch directory into the store proper, then point ``latest`` at it (never
+    at the directory while the run is being moved in)."""
     spec = result.spec
-    target = store.create_run(spec.store, result.results.get("test") or "sim", datetime.now(UTC))
+    target = store.create_run(spec.store, result.results.get("test") or "sim", datetime.now(UTC), latest=False)
     # Moved in entry by entry: the directory create_run made stays this run's all along. Freeing its name to
     # rename the run over it let another process (an exploration's other worker, keeping a run in the same
     # second) take the name in between, and one of the two runs was lost.

@@ -76,3 +76,26 @@ def test_a_seed_whose_run_cannot_be_kept_keeps_its_verdict(tmp_path: Path, monke
     assert (outcome.seed, outcome.valid, outcome.failed, outcome.run_dir) == (9, False, ("linearizable",), None)
     assert outcome.error is not None and "could not be kept" in outcome.error and "No space" in outcome.error
     assert not (tmp_path / "scratch" / "seed-9").exists()
+
+
+def test_latest_points_at_a_kept_run_only_once_it_is_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``latest`` is for readers (``harness report latest``): pointing it at the reserved directory before
+    the run was moved in showed them an empty run."""
+    from harness import store
+
+    monkeypatch.setattr(sim_run, "publish", lambda run_dir: None)
+    pointed: list[bool] = []
+    update_latest = store.update_latest
+
+    def watched(where: str, run: store.RunDir) -> None:
+        pointed.append((run.path / "marker").is_file())
+        update_latest(where, run)
+
+    monkeypatch.setattr(store, "update_latest", watched)
+    scratch = tmp_path / ".sim-scratch" / "seed-1"
+    (scratch / "nodes").mkdir(parents=True)
+    (scratch / "marker").write_text("whole")
+    spec = TestSpec(db="cluster", seed=1, platform="sim", store=str(tmp_path))
+    kept = sim_run.keep(sim_run.SimResult(spec, scratch, False, {"test": "t"}, 1.0, 1.0, {}, {}, ()))
+    assert pointed == [True]
+    assert (tmp_path / "latest" / "marker").read_text() == "whole" and (kept.run_dir / "marker").is_file()
