@@ -72,6 +72,12 @@ class DeadRun:
     def name(self) -> str:
         return self.run_id or str(self.run_dir)
 
+    @property
+    def label(self) -> str:
+        """How the run is named to the user: its id and its directory, or its directory once when it has no
+        id (a simulated or SSH run found in the store)."""
+        return f"{self.run_id} (run directory {self.run_dir})" if self.run_id and self.run_dir else self.name
+
     def matches(self, named: str) -> bool:
         if named == self.run_id:
             return True
@@ -338,17 +344,15 @@ def cmd_clean(args: argparse.Namespace, console: Console, err: Console) -> int:
         failed = bool(scratch_problems)
         for run in chosen:
             what = ", ".join(run.docker.names) if run.docker is not None else "no containers"
-            # A run without an id is named by its run directory already: said once.
-            where = f" (run directory {run.run_dir})" if run.run_dir and run.run_id else ""
             owner = run.controller.describe() if run.controller else "an unrecorded controller"
             if args.dry_run:
-                console.print(f"would clean {run.name}{where}: {what}; controller {owner} is {run.state}",
+                console.print(f"would clean {run.label}: {what}; controller {owner} is {run.state}",
                               markup=False, highlight=False)
                 continue
             problems = finish(run, engine)
             failed = failed or bool(problems)
             notes = f"; {'; '.join(run.notes)}" if run.notes else ""
-            console.print(f"cleaned {run.name}{where}: removed {what}{notes}", markup=False, highlight=False)
+            console.print(f"cleaned {run.label}: removed {what}{notes}", markup=False, highlight=False)
             for problem in problems:
                 err.print(f"harness clean: {problem}", markup=False, highlight=False)
         return EXIT_NOT_CLEANED if failed else 0
