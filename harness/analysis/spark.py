@@ -177,9 +177,16 @@ def _log4j_file() -> str:
     return path
 
 
+NO_PERF_DATA = "-XX:-UsePerfData"
+"""For every JVM the harness starts (the driver, and the launcher that spark-submit runs first): HotSpot
+otherwise maps a performance-data file at ``/tmp/hsperfdata_<user>/<pid>`` (whatever ``java.io.tmpdir``
+says), and the driver ends by SIGKILL with the harness (:func:`_end_jvm`), which left that file behind
+after every analysis until another JVM started. Nothing here reads it (``jps``, ``jstat``)."""
+
+
 def session_conf(master: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The configuration the harness starts Spark with; ``extra`` (``--spark-conf``) overrides it."""
-    java_options = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    java_options = f"{NO_PERF_DATA} -Dlog4j2.configurationFile=file:{_log4j_file()}"
     conf = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -291,6 +298,9 @@ def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
     spark_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName(APP_NAME)
     for key, value in {**settings, **_jvm_scratch(settings)}.items():
         spark_conf.set(key, value)
+    launcher = os.environ.get("SPARK_LAUNCHER_OPTS", "")  # spark-submit's launcher JVM reads its options here
+    if NO_PERF_DATA not in launcher.split():
+        os.environ["SPARK_LAUNCHER_OPTS"] = f"{launcher} {NO_PERF_DATA}".strip()
     with _dies_with_the_harness():
         gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
     if gateway.proc is not None:

@@ -7,6 +7,7 @@ what each left (issue "Every way a run can end, round 2", item 1).
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -22,6 +23,8 @@ import pytest
 pytestmark = pytest.mark.spark
 
 HARNESS = str(Path(sys.executable).with_name("harness"))
+PERF_DATA = Path("/tmp") / f"hsperfdata_{getpass.getuser()}"
+"""Where HotSpot keeps a JVM's performance-data file (named by its pid) unless told not to."""
 
 
 def stored_run(store: Path) -> Path:
@@ -92,10 +95,17 @@ def test_an_analysis_leaves_none_of_sparks_temporary_files(store: Path, tmp_path
     process = subprocess.Popen([HARNESS, "analyze", str(store)], env={**os.environ, "TMPDIR": str(temporary)},
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     written: set[str] = set()
+    jvms: set[str] = set()
+    perf_files: set[Path] = set()
     try:
         deadline = time.monotonic() + 240
         while process.poll() is None and time.monotonic() < deadline:
             written |= {path.name.split("-")[0] for path in temporary.glob(f"{JVM_SCRATCH_PREFIX}*/*")}
+            for found in left_behind(process.pid):
+                pid, command = found.split(": ", 1)
+                if "java" in command.split(" ", 1)[0]:
+                    jvms.add(pid)
+                    perf_files |= {p for p in [PERF_DATA / pid] if p.exists()}
             if sig is not None and "spark" in written:
                 process.send_signal(sig)
                 sig = None
@@ -106,6 +116,9 @@ def test_an_analysis_leaves_none_of_sparks_temporary_files(store: Path, tmp_path
             process.kill()
     assert "spark" in written  # the JVM's own temporary directories were there
     assert list(temporary.glob(f"{JVM_SCRATCH_PREFIX}*")) == []
+    # HotSpot's performance-data file (in /tmp whatever TMPDIR says) is never made, so the SIGKILL that
+    # ends the JVM cannot leave it behind
+    assert jvms and not perf_files, (jvms, perf_files)
 
 
 def test_a_signal_during_harness_runs_spark_analysis_leaves_the_run_whole_and_unjudged(tmp_path: Path) -> None:
