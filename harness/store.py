@@ -154,7 +154,8 @@ def test_directory(test_name: str) -> str:
 
 def create_run(store: str | os.PathLike[str], test_name: str, started: datetime, *, latest: bool = True) -> RunDir:
     """Make ``store/<test-name>/<timestamp>/`` for a run started at ``started`` and point ``latest`` at it
-    (unless ``latest`` is false: a run moved in later is pointed at once it is whole). A :class:`StoreError` names the reason the store cannot hold it (a file is there; a place that cannot
+    (unless ``latest`` is false: a run moved in later is pointed at once it is whole). A
+    :class:`StoreError` names the reason the store cannot hold it (a file is there; a place that cannot
     hold directories, ``/proc`` or ``/sys``; no permission)."""
     store = Path(store)
     try:
