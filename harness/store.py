@@ -177,11 +177,9 @@ def update_latest(store: str | os.PathLike[str], run: RunDir) -> None:
     store = Path(store)
     link = store / LATEST
     target = os.path.relpath(run.path, store)
-    temporary = store / f".{LATEST}.{os.getpid()}"
-    if temporary.is_symlink() or temporary.exists():
-        temporary.unlink()
-    temporary.symlink_to(target)
-    os.replace(temporary, link)
+    with replacing(link) as temporary:
+        temporary.unlink(missing_ok=True)  # a link this process and thread left, if it was killed making it
+        temporary.symlink_to(target)
 
 
 def temporary_name(path: Path) -> Path:
