@@ -303,10 +303,6 @@ def _launch_quiet_gateway(master: str, settings: Mapping[str, str]) -> None:
         os.environ["SPARK_LAUNCHER_OPTS"] = f"{launcher} {NO_PERF_DATA}".strip()
     with _dies_with_the_harness():
         gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
-    if gateway.proc is not None:
-        # Registered after the scratch directory's removal, so run before it (atexit runs last in, first out):
-        # a JVM still running when the directory goes could make it again (once an empty one was left).
-        atexit.register(_end_jvm, gateway.proc)
     if gateway.proc is not None and gateway.proc.stderr is not None:
         threading.Thread(
             target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True
@@ -370,15 +366,13 @@ def _dies_with_the_harness() -> Iterator[None]:
     own ``preexec_fn`` over any given in ``popen_kwargs``, so the Popen it calls is wrapped for this block
     only. The signal fires when the *thread* that started the process ends, so it is asked for only from
     the main thread (every caller of :func:`start_session` today); from another thread the JVM still ends
-    with the session or with its stdin, as before.
+    with the session or with its stdin, as before. From the moment it exists, the harness's exit ends it
+    and waits for it (:func:`_end_jvm`) before the JVM's scratch directory is removed.
     """
 
     import pyspark.java_gateway as java_gateway
 
     libc = lifecycle.libc() if threading.current_thread() is threading.main_thread() else None
-    if libc is None:
-        yield
-        return
     parent = os.getpid()
     original = java_gateway.Popen
 
@@ -388,9 +382,17 @@ def _dies_with_the_harness() -> Iterator[None]:
         def preexec() -> None:
             if theirs is not None:
                 theirs()
-            lifecycle.die_with_parent(parent, libc)
+            if libc is not None:
+                lifecycle.die_with_parent(parent, libc)
 
-        return original(command, **{**kwargs, "preexec_fn": preexec})
+        process = original(command, **{**kwargs, "preexec_fn": preexec})
+        # At once, not once the gateway is up: a signal while PySpark waits for the JVM's port ends the
+        # harness with the JVM running, and its scratch directory (whose removal was registered before,
+        # so runs after this: last in, first out) must not be removed while the JVM can still write there
+        # (an empty ``spark-*`` in it was left in 1 of 8 SIGTERMs 0.5-4 s into ``harness run --analysis
+        # spark``'s Spark start).
+        atexit.register(_end_jvm, process)
+        return process
 
     java_gateway.Popen = popen
     try:

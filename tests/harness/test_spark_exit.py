@@ -1,17 +1,21 @@
 """The harness's exit ends Spark's JVM without a word from py4j: a connection still waiting for the JVM
 when it is SIGKILLed (``harness.analysis.spark._end_jvm``) logged "Error while receiving." with a
-``ConnectionResetError`` traceback at the exit of test processes that used Spark. No JVM needed: a
-process that takes one py4j command and never answers stands in for it.
+``ConnectionResetError`` traceback at the exit of test processes that used Spark. And it ends the JVM
+before it removes the JVM's scratch directory, even when the harness is stopped while PySpark waits for
+the JVM to come up. No JVM needed: a process that takes one py4j command and never answers stands in for
+it, and one that keeps making directories in its ``java.io.tmpdir`` for the other.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from py4j.clientserver import ClientServerConnection, JavaParameters, PythonParameters
@@ -77,3 +81,28 @@ def test_a_py4j_call_under_way_when_the_jvm_is_killed_at_exit_logs_nothing(
         jvm.stdout.close()
     assert jvm.returncode == -signal.SIGKILL
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("py4j")] == []
+
+
+# Stopped while PySpark waits for the JVM's port: the JVM runs (here a shell that keeps making a ``spark-*``
+# directory in the scratch, as SparkSubmit does in its first seconds), ``launch_gateway`` never returns.
+# The exit handler registered first runs last and gives the JVM, were it still alive, time to write again.
+STOPPED_WHILE_SPARK_STARTS = """
+import atexit, subprocess, sys, time
+atexit.register(time.sleep, 1.0)
+import pyspark.java_gateway as java_gateway
+from harness.analysis import spark
+scratch = spark._jvm_scratch({})["spark.driver.extraJavaOptions"].split("-Djava.io.tmpdir=")[1]
+print(scratch, flush=True)
+with spark._dies_with_the_harness():
+    java_gateway.Popen(["sh", "-c", f"while :; do mkdir -p {scratch}/spark-1; sleep 0.01; done"])
+    time.sleep(0.3)
+    raise KeyboardInterrupt  # the harness's SIGTERM handler stops it this way
+"""
+
+
+def test_a_harness_stopped_while_the_jvm_starts_ends_it_before_removing_its_scratch(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", STOPPED_WHILE_SPARK_STARTS], capture_output=True, text=True,
+                          env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=60)
+    scratch = Path(done.stdout.split()[0])
+    assert scratch.parent == tmp_path and "KeyboardInterrupt" in done.stderr, done.stderr
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.rglob("*"))

@@ -125,12 +125,17 @@ def test_a_signal_during_harness_runs_spark_analysis_leaves_the_run_whole_and_un
     """``harness run --analysis spark`` judges the run once, on Spark; a SIGTERM while Spark starts stops
     that, leaves no Java process, and the run is stored whole with the controller's record, for
     ``harness analyze`` to judge: one line saying so, exit 2."""
+    from harness.analysis.spark import JVM_SCRATCH_PREFIX
+
     log = tmp_path / "run.log"
     store = tmp_path / "store"
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
     with log.open("w") as output:
         process = subprocess.Popen([HARNESS, "run", "--db", "cluster", "--platform", "sim", "--time-limit", "3",
                                     "--seed", "9", "--no-live", "--analysis", "spark", "--store", str(store)],
-                                   stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+                                   stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env={**os.environ, "TMPDIR": str(temporary)})
     try:
         deadline = time.monotonic() + 240
         while not list(store.glob("*/*/.results.json.*.tmp")) and not list(store.glob("*/*/results.json")):
@@ -148,6 +153,7 @@ def test_a_signal_during_harness_runs_spark_analysis_leaves_the_run_whole_and_un
     results = json.loads(next(store.glob("*/*/results.json")).read_text())
     assert results["valid"] == "unknown" and results["analysed_by"].startswith("nobody yet")
     assert left_behind(process.pid) == []
+    assert list(temporary.glob(f"{JVM_SCRATCH_PREFIX}*")) == []  # the JVM ended before its scratch went
 
 
 if __name__ == "__main__":
