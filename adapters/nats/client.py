@@ -29,7 +29,10 @@ sent and the operation goes on to the next server, which becomes the home. A pro
 ``MSG.GET``, so the client connects to ``op.node`` and asks the stream's info (``$JS.API.STREAM.INFO.k``,
 answered by the leader, which names itself in ``cluster.leader``) before and after its gets: the poll is
 ok only if ``op.node`` led the stream both times, else ``fail`` (``not-stream-leader``). The final phase's
-polls of a log are therefore served by that log's leader after the heal, and by no other node.
+polls of a log are therefore served by that log's leader after the heal, and by no other node. A stream
+that no server leads leaves ``STREAM.INFO`` unanswered; the client waits :data:`LEADER_QUESTION_TIMEOUT`
+for the answer, not the operation's whole timeout (the final phase tries such a poll again, up to ten
+times at each node).
 
 **Outcomes.** An append is ``ok`` with a publish ack; ``fail`` when nothing was sent (no connection could
 be made, the stream could not be created) or when no server had interest in the subject (NATS's ``no
@@ -81,6 +84,11 @@ STREAM_NOT_FOUND = 10059
 NO_RESPONDERS = "no-responders"
 NOT_LEADER = "not-stream-leader"
 _KEY = re.compile(r"[A-Za-z0-9_-]+")
+LEADER_QUESTION_TIMEOUT = 1.0
+"""Seconds a final poll waits for ``STREAM.INFO``'s answer. Only the stream's leader answers it, so no answer
+means no server leads the stream: waiting the client's whole timeout (5 s) for each of the final phase's
+tries made a run whose one-replica stream sat on a killed server spend three minutes in final polls
+(``tests/adapters/nats/test_run_docker.py``, 224 s where the same test takes about 50 s)."""
 
 
 class Message(Protocol):
@@ -345,7 +353,9 @@ class NatsLogClient(PinnedClient[Connection]):
         return self._read(op, node, records, error)
 
     async def _leader(self, connection: Connection, key: str, deadline: float) -> str | None:
-        """The stream's leader as the server answering ``STREAM.INFO`` names it (None if none answers)."""
+        """The stream's leader as the server answering ``STREAM.INFO`` names it (None if none answers within
+        :data:`LEADER_QUESTION_TIMEOUT`)."""
+        deadline = min(deadline, asyncio.get_running_loop().time() + LEADER_QUESTION_TIMEOUT)
         try:
             answer = await self._request(connection, f"$JS.API.STREAM.INFO.{key}", b"", deadline)
         except Exception:  # noqa: BLE001 - no answer: no leader known

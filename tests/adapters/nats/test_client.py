@@ -15,6 +15,7 @@ import pytest
 from adapters.nats.client import (
     BATCH,
     FIRST_OFFSET,
+    LEADER_QUESTION_TIMEOUT,
     NatsLogClient,
     NoResponders,
     ack_completion,
@@ -48,6 +49,7 @@ class FakeServer:
         self.answer = answer
         self.down = set(down)
         self.requests: list[tuple[str, str, Any, dict | None]] = []
+        self.timeouts: list[float] = []
         self.connects: list[str] = []
 
     async def connect(self, url: str, timeout: float) -> Any:
@@ -64,6 +66,7 @@ class FakeServer:
                               headers: dict | None = None) -> Reply:
                 body = json.loads(payload) if payload and subject.startswith("$JS.") else payload
                 server.requests.append((node, subject, body, headers))
+                server.timeouts.append(timeout)
                 return Reply(server.answer(node, subject, payload, headers))
 
             async def close(self) -> None:
@@ -216,6 +219,20 @@ def test_a_final_poll_is_served_only_by_the_streams_leader_before_and_after_the_
     assert moved["type"] == "fail" and "led by n1 after the reads" in moved["error"]
     leaderless = _run(_client(FakeServer(_leader_is([""])), known_streams={"l0"}), op)
     assert leaderless["type"] == "fail" and leaderless["error"].endswith("led by no server")
+
+
+def test_a_final_poll_waits_for_the_streams_leader_to_answer_a_second_not_the_whole_timeout() -> None:
+    """Only a stream's leader answers ``STREAM.INFO``: a stream that no server leads leaves it unanswered."""
+
+    def unanswered(n: str, s: str, p: bytes, h: dict | None) -> bytes:
+        raise TimeoutError("nats: timeout")
+
+    server = FakeServer(unanswered)
+    client = NatsLogClient(URLS, "n1", connect=server.connect, timeout=5.0, known_streams={"l0"})
+    done = _run(client, Op("poll", "l0", 0, node="n2", local=True))
+    assert done["type"] == "fail" and done["error"].endswith("led by no server")
+    assert [r[1] for r in server.requests] == ["$JS.API.STREAM.INFO.l0"]
+    assert 0 < server.timeouts[0] <= LEADER_QUESTION_TIMEOUT < 5.0
 
 
 def test_an_unreachable_home_passes_the_operation_on_and_the_home_moves() -> None:
