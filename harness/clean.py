@@ -22,7 +22,10 @@ checker. ``--dry-run`` only says what would be done.
 It also removes what a simulation killed outright left in the store: the scratch directory
 (``store/.sim-scratch/``) of an exploration, a shrink, its minimal run or a ``--check-determinism``
 replay, whose recorded process (``harness.sim.run.owned_scratch``) is dead on this host. One of a live
-process, of another host, or with no record is left alone.
+process, of another host, or with no record is left alone. And the temporary files that writers killed in
+the middle of a write left beside a document or page (``harness.store.temporary_name``): one whose writing
+process is not running here and that nothing has written for :data:`TEMPORARY_IDLE_S` seconds (the age
+keeps a temporary that a writer on another host, sharing the store, is writing).
 
 Exit codes: 0 nothing left to clean (or all cleaned), 1 something could not be cleaned (each named),
 254 bad arguments (a named run that does not exist, or whose controller is alive).
@@ -32,18 +35,23 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from rich.console import Console
 
 from harness import lifecycle, store
 from harness.lifecycle import ALIVE, DEAD, ELSEWHERE, Controller
 from harness.subcommand import EXIT_BAD_CONFIG
 
+TEMPORARY_IDLE_S = 600.0
+"""A writer's temporary untouched this long, whose process is gone, is abandoned (the module docstring)."""
 UNRECORDED = "unrecorded"
 """Made by a harness that did not record its controller: whether it lives cannot be told."""
 EXIT_NOT_CLEANED = 1
@@ -325,6 +333,41 @@ def _clean_scratch(store_dir: Path, dry_run: bool, console: Console) -> tuple[in
     return len(found), problems
 
 
+def abandoned_temporaries(store_dir: Path, now: float | None = None) -> list[Path]:
+    """The temporary files in ``store_dir`` that killed writers left (the module docstring)."""
+    now = time.time() if now is None else now
+    found = []
+    for directory, _, names in os.walk(store_dir):
+        for name in names:
+            pid = store.writer_of(name)
+            if pid is None or psutil.pid_exists(pid):
+                continue
+            path = Path(directory) / name
+            with contextlib.suppress(OSError):  # gone meanwhile: its writer was alive after all
+                if now - path.stat().st_mtime >= TEMPORARY_IDLE_S:
+                    found.append(path)
+    return sorted(found)
+
+
+def _clean_temporaries(store_dir: Path, dry_run: bool, console: Console) -> tuple[int, list[str]]:
+    """Remove (or with ``dry_run`` name) the abandoned temporaries; returns how many there were and the
+    problems."""
+    problems = []
+    found = abandoned_temporaries(store_dir)
+    for path in found:
+        why = f"{path}: the temporary of a writer (pid {store.writer_of(path.name)}) killed while it wrote"
+        if dry_run:
+            console.print(f"would remove {why}", markup=False, highlight=False)
+            continue
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            problems.append(f"could not remove {path}: {exc.strerror or exc}")
+            continue
+        console.print(f"removed {why}", markup=False, highlight=False)
+    return len(found), problems
+
+
 def cmd_clean(args: argparse.Namespace, console: Console, err: Console) -> int:
     engine = _engine(err)
     store_dir = Path(args.store)
@@ -334,14 +377,18 @@ def cmd_clean(args: argparse.Namespace, console: Console, err: Console) -> int:
         for run, why in kept:
             console.print(f"kept {run.name}: {why}", markup=False, highlight=False)
         # (with --run, only the runs named)
-        scratch, scratch_problems = (0, []) if args.runs else _clean_scratch(store_dir, args.dry_run, console)
-        for problem in scratch_problems:
+        leftovers, leftover_problems = 0, []  # a killed simulation's scratch, a killed writer's temporaries
+        if not args.runs:
+            for clean_up in (_clean_scratch, _clean_temporaries):
+                found, trouble = clean_up(store_dir, args.dry_run, console) if store_dir.is_dir() else (0, [])
+                leftovers, leftover_problems = leftovers + found, leftover_problems + trouble
+        for problem in leftover_problems:
             err.print(f"harness clean: {problem}", markup=False, highlight=False)
         if not chosen:
-            if not scratch:
+            if not leftovers:
                 console.print("nothing to clean", highlight=False)
-            return EXIT_NOT_CLEANED if scratch_problems else 0
-        failed = bool(scratch_problems)
+            return EXIT_NOT_CLEANED if leftover_problems else 0
+        failed = bool(leftover_problems)
         for run in chosen:
             what = ", ".join(run.docker.names) if run.docker is not None else "no containers"
             owner = run.controller.describe() if run.controller else "an unrecorded controller"

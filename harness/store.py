@@ -190,6 +190,16 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}-{threading.get_native_id()}.tmp")
 
 
+_TEMPORARY = re.compile(r"\..+\.(?P<pid>[0-9]+)-[0-9]+\.tmp")
+
+
+def writer_of(name: str) -> int | None:
+    """The pid of the process that writes the temporary file called ``name`` (:func:`temporary_name`), or
+    ``None`` if ``name`` is not such a temporary."""
+    match = _TEMPORARY.fullmatch(name)
+    return int(match["pid"]) if match else None
+
+
 @contextmanager
 def replacing(path: Path) -> Iterator[Path]:
     """Yield a temporary path to write; when the block ends normally it replaces ``path`` atomically, and

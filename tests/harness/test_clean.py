@@ -1,10 +1,12 @@
 """``harness clean`` chooses only dead controllers' runs (a named live run is refused), finds SSH-style
-unfinished runs in the store, and marks what it cleaned as killed. No Docker engine needed here:
+unfinished runs in the store, and marks what it cleaned as killed; it removes what killed simulations and
+killed writers left in the store. No Docker engine needed here:
 tests/harness/test_killed_runs_docker.py cleans real leftovers."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness import cli, store
-from harness.clean import CleanError, DeadRun, select, unfinished_runs
+from harness.clean import TEMPORARY_IDLE_S, CleanError, DeadRun, select, unfinished_runs
 from harness.lifecycle import Controller
 
 
@@ -148,6 +150,36 @@ def test_clean_removes_the_scratch_a_killed_simulation_left_and_nothing_else_the
         code, output = _clean(capsys, "--store", str(tmp_path))
         assert code == 0 and "nothing to clean" in output, output
     assert not mine.exists()  # its maker removes it at the block's end
+
+
+def test_clean_removes_the_temporaries_of_writers_killed_while_they_wrote_and_no_other(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")  # only the store is looked at
+    run_dir = tmp_path / "test" / "20260101T000000"
+    run_dir.mkdir(parents=True)
+    store.write_json(run_dir / store.RESULTS, {"valid": True})
+    dead = _dead().pid
+    killed = tmp_path / f".index.html.{dead}-{dead}.tmp"
+    writing = store.temporary_name(run_dir / store.RESULTS)  # this process's: alive
+    just_killed = run_dir / f".report.html.{dead}-{dead}.tmp"  # written a moment ago (another host's writer?)
+    other = run_dir / ".notes.tmp"  # not a writer's temporary
+    idle = TEMPORARY_IDLE_S + 60
+    for path in (killed, writing, just_killed, other):
+        path.write_text("half")
+    for path in (killed, writing, other):
+        os.utime(path, (path.stat().st_mtime - idle,) * 2)
+    assert store.writer_of(killed.name) == dead and store.writer_of(other.name) is None
+
+    code, output = _clean(capsys, "--store", str(tmp_path), "--dry-run")
+    assert code == 0 and output.count("would remove") == 1, output
+    assert f"would remove {killed}: the temporary of a writer (pid {dead}) killed while it wrote" in output
+    assert killed.exists()
+    code, output = _clean(capsys, "--store", str(tmp_path))
+    assert code == 0 and output.count("removed") == 1 and f"removed {killed}:" in output, output
+    assert not killed.exists() and writing.exists() and just_killed.exists() and other.exists()
+    code, output = _clean(capsys, "--store", str(tmp_path))
+    assert code == 0 and "nothing to clean" in output, output
 
 
 def test_an_exploration_records_its_process_in_its_scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
