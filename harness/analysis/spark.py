@@ -389,8 +389,8 @@ def _dies_with_the_harness() -> Iterator[None]:
         # At once, not once the gateway is up: a signal while PySpark waits for the JVM's port ends the
         # harness with the JVM running, and its scratch directory (whose removal was registered before,
         # so runs after this: last in, first out) must not be removed while the JVM can still write there
-        # (an empty ``spark-*`` in it was left in 1 of 8 SIGTERMs 0.5-4 s into ``harness run --analysis
-        # spark``'s Spark start).
+        # (an empty ``spark-*`` in it was left after 1 of 20 SIGTERMs 0.5-4 s into ``harness run --analysis
+        # spark``'s Spark start; tests/harness/test_spark_exit.py makes the race certain).
         atexit.register(_end_jvm, process)
         return process
 
