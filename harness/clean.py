@@ -37,6 +37,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import stat
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -337,14 +338,15 @@ def abandoned_temporaries(store_dir: Path, now: float | None = None) -> list[Pat
     """The temporary files in ``store_dir`` that killed writers left (the module docstring)."""
     now = time.time() if now is None else now
     found = []
-    for directory, _, names in os.walk(store_dir):
-        for name in names:
+    for directory, subdirectories, names in os.walk(store_dir):
+        for name in (*names, *subdirectories):  # (a link to a directory, ``latest``'s temporary, is listed there)
             pid = store.writer_of(name)
             if pid is None or psutil.pid_exists(pid):
                 continue
             path = Path(directory) / name
             with contextlib.suppress(OSError):  # gone meanwhile: its writer was alive after all
-                if now - path.stat().st_mtime >= TEMPORARY_IDLE_S:
+                status = path.lstat()  # the temporary's own time, not its link target's
+                if not stat.S_ISDIR(status.st_mode) and now - status.st_mtime >= TEMPORARY_IDLE_S:
                     found.append(path)
     return sorted(found)
 

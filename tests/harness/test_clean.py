@@ -164,20 +164,24 @@ def test_clean_removes_the_temporaries_of_writers_killed_while_they_wrote_and_no
     writing = store.temporary_name(run_dir / store.RESULTS)  # this process's: alive
     just_killed = run_dir / f".report.html.{dead}-{dead}.tmp"  # written a moment ago (another host's writer?)
     other = run_dir / ".notes.tmp"  # not a writer's temporary
+    link = tmp_path / f".latest.{dead}-{dead}.tmp"  # update_latest's: a link to a run directory
     idle = TEMPORARY_IDLE_S + 60
     for path in (killed, writing, just_killed, other):
         path.write_text("half")
-    for path in (killed, writing, other):
-        os.utime(path, (path.stat().st_mtime - idle,) * 2)
+    link.symlink_to(run_dir.relative_to(tmp_path))
+    for path in (killed, writing, other, link):
+        os.utime(path, (path.lstat().st_mtime - idle,) * 2, follow_symlinks=False)
     assert store.writer_of(killed.name) == dead and store.writer_of(other.name) is None
 
     code, output = _clean(capsys, "--store", str(tmp_path), "--dry-run")
-    assert code == 0 and output.count("would remove") == 1, output
+    assert code == 0 and output.count("would remove") == 2, output
     assert f"would remove {killed}: the temporary of a writer (pid {dead}) killed while it wrote" in output
-    assert killed.exists()
+    assert f"would remove {link}: the temporary of a writer (pid {dead}) killed while it wrote" in output
+    assert killed.exists() and link.is_symlink()
     code, output = _clean(capsys, "--store", str(tmp_path))
-    assert code == 0 and output.count("removed") == 1 and f"removed {killed}:" in output, output
-    assert not killed.exists() and writing.exists() and just_killed.exists() and other.exists()
+    assert code == 0 and output.count("removed") == 2 and f"removed {killed}:" in output, output
+    assert not killed.exists() and not link.is_symlink() and run_dir.is_dir()
+    assert writing.exists() and just_killed.exists() and other.exists()
     code, output = _clean(capsys, "--store", str(tmp_path))
     assert code == 0 and "nothing to clean" in output, output
 
