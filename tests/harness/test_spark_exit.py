@@ -87,7 +87,7 @@ def test_a_py4j_call_under_way_when_the_jvm_is_killed_at_exit_logs_nothing(
 # directory in the scratch, as SparkSubmit does in its first seconds), ``launch_gateway`` never returns.
 # The exit handler registered first runs last and gives the JVM, were it still alive, time to write again.
 STOPPED_WHILE_SPARK_STARTS = """
-import atexit, subprocess, sys, time
+import atexit, time
 atexit.register(time.sleep, 1.0)
 import pyspark.java_gateway as java_gateway
 from harness.analysis import spark
