@@ -334,9 +334,9 @@ def _clean_scratch(store_dir: Path, dry_run: bool, console: Console) -> tuple[in
     return len(found), problems
 
 
-def abandoned_temporaries(store_dir: Path, now: float | None = None) -> list[Path]:
+def abandoned_temporaries(store_dir: Path) -> list[Path]:
     """The temporary files in ``store_dir`` that killed writers left (the module docstring)."""
-    now = time.time() if now is None else now
+    now = time.time()
     found = []
     for directory, subdirectories, names in os.walk(store_dir):
         for name in (*names, *subdirectories):  # (a link to a directory, ``latest``'s temporary, is listed there)
