@@ -49,6 +49,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,15 +118,10 @@ def generate(store: Path, workload: Workload, checkers: str = "all", journals: s
     return root
 
 
-def _process_tree_cpu(root_pid: int) -> float:
-    """CPU seconds (user + system) used so far by ``root_pid`` and every process below it (Linux /proc),
-    with the children they have reaped: a Python worker that exits between two readings (Spark's worker
-    daemon forks and reaps them) would otherwise take its CPU seconds with it, and a difference of two
-    readings could even be negative.
-
-    The machine is shared, so wall time depends on who else runs; CPU time of the JVM and its Python
-    workers is what the pipeline itself costs.
-    """
+def _process_tree_times(root_pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) each process at or below ``root_pid`` has used itself so far (Linux
+    /proc; the times of the children it reaped are left out: :class:`TreeCpu` counts those children
+    from their own readings)."""
     tick = os.sysconf("SC_CLK_TCK")
     parents: dict[int, int] = {}
     times: dict[int, float] = {}
@@ -138,22 +134,64 @@ def _process_tree_cpu(root_pid: int) -> float:
         except OSError:
             continue
         parents[int(entry)] = int(fields[1])
-        times[int(entry)] = sum(int(value) for value in fields[11:15]) / tick  # utime stime cutime cstime
-    total, frontier = 0.0, [root_pid]
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / tick  # utime stime
+    found: dict[int, float] = {}
+    frontier = [root_pid]
     while frontier:
         pid = frontier.pop()
-        total += times.get(pid, 0.0)
-        frontier.extend(child for child, parent in parents.items() if parent == pid)
-    return total
+        if pid in times:
+            found[pid] = times[pid]
+            frontier.extend(child for child, parent in parents.items() if parent == pid)
+    return found
 
 
-def spark_cpu() -> float:
-    """CPU seconds of this process's Spark JVM and its Python workers."""
+class TreeCpu:
+    """CPU seconds a process tree (the Spark JVM and its Python workers) uses between :meth:`start` and
+    :meth:`stop`, read every :attr:`PERIOD_S` by a thread of this process.
+
+    Two readings of the tree's totals cannot give it: PySpark's worker daemon ignores ``SIGCHLD``, so the
+    kernel reaps the workers it kills (an idle worker, after a minute unused) without adding their times
+    to the daemon's, and such a worker's seconds vanished from the second reading (a measured pipeline came
+    out at 25.5 CPU s where its tasks alone had used 36.7). Here each process counts with the last
+    reading of its own times, so one that ends loses at most its last :attr:`PERIOD_S`. The thread's own
+    CPU is given by :attr:`sampler_s`, for the caller to take out of this process's.
+    """
+
+    PERIOD_S = 0.1
+
+    def __init__(self, root_pid: int) -> None:
+        self.root_pid = root_pid
+        self.sampler_s = 0.0
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="tree-cpu", daemon=True)
+
+    def start(self) -> None:
+        self._first = _process_tree_times(self.root_pid)
+        self._last = dict(self._first)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        began = time.thread_time()
+        while not self._done.wait(self.PERIOD_S):
+            self._last.update(_process_tree_times(self.root_pid))
+        self._last.update(_process_tree_times(self.root_pid))
+        self.sampler_s = time.thread_time() - began
+
+    def stop(self) -> float:
+        """The tree's CPU seconds since :meth:`start`."""
+        self._done.set()
+        self._thread.join()
+        return sum(seconds - self._first.get(pid, 0.0) for pid, seconds in self._last.items())
+
+
+def spark_pid() -> int | None:
+    """The pid of this process's Spark JVM."""
     from pyspark import SparkContext
 
-    gateway = SparkContext._gateway
-    proc = getattr(gateway, "proc", None)
-    return _process_tree_cpu(proc.pid) if proc is not None else float("nan")
+    proc = getattr(SparkContext._gateway, "proc", None)
+    return proc.pid if proc is not None else None
 
 
 def _wanted(run: Path) -> set[str] | None:
@@ -211,10 +249,14 @@ def _options() -> AnalysisOptions:
 
 def pipeline(spark, root: Path) -> Measure:  # noqa: ANN001
     selection = find_runs([root])
-    started, cpu_started = time.perf_counter(), spark_cpu() + time.process_time()
+    pid = spark_pid()
+    tree = TreeCpu(pid) if pid is not None else None
+    if tree is not None:
+        tree.start()
+    started, cpu_started = time.perf_counter(), time.process_time()
     analysis = analyze(spark, selection, _options())
-    seconds = time.perf_counter() - started
-    cpu = spark_cpu() + time.process_time() - cpu_started
+    seconds, driver = time.perf_counter() - started, time.process_time() - cpu_started
+    cpu = tree.stop() + driver - tree.sampler_s if tree is not None else float("nan")
     invalid = sum(1 for o in analysis.outcomes if o.valid is not True)
     return Measure(seconds, cpu, analysis.operations, invalid, dict(analysis.task_cpu_s))
 
