@@ -10,10 +10,11 @@ Layout, under the store (beside the run directories of FORMATS.md's "Store layou
 
 Every table is partitioned by ``test`` and ``run`` (the two path components of a run directory), so a
 query over one night or one test reads only its directories, and re-analysing a run replaces exactly its
-partitions (:func:`clear_runs`, then :func:`write_partition`): no duplicates, whatever was there before.
-Each partition is one Parquet file, ``part-00000.parquet``, encoded with pyarrow (:func:`parquet_bytes`:
-by the ingestion tasks for ``operations`` and ``journal``, by the driver for ``runs`` and ``verdicts``)
-and written through the store's :class:`~harness.analysis.storage.Storage`; the directories are named as
+partitions (:func:`clear_runs` before the tasks start, then :func:`write_partition`): no duplicates,
+whatever was there before. Each partition is one Parquet file, ``part-00000.parquet``, encoded with
+pyarrow (:func:`parquet_bytes`: by the ingestion tasks for ``operations`` and ``journal``, which also
+write them into a store on their filesystem; by the driver for ``runs`` and ``verdicts``) and written
+through the store's :class:`~harness.analysis.storage.Storage`; the directories are named as
 Spark names partitions (:func:`escape_partition_value`), so Spark, pandas and DuckDB read them alike,
 and so do partitions Spark itself wrote in earlier versions. Values of the system under
 test whose JSON type varies (keys, values, outputs, counterexamples) are stored as JSON text in ``*_json``

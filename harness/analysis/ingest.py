@@ -26,7 +26,10 @@ is:
 * ``run``: the run's row of the ``runs`` table, as JSON (with the checkers left to the other task);
 * ``verdict``: one checker's verdict, as JSON;
 * ``table``: the run's part of the ``operations`` or ``journal`` table, as one Parquet file (``payload``)
-  that the driver writes into the dataset: the rows never cross into the JVM one by one;
+  that the driver writes into the dataset: the rows never cross into the JVM one by one. A task given the
+  store's directory (``dataset_store``: a store on this machine's filesystem, or mounted at the same path on
+  every worker) writes the file into its partition itself, as Spark's own writers do, and returns no such
+  row: the files then cross neither the JVM nor the driver, and are written while the other tasks check;
 * ``phases``: the CPU seconds the task spent on the run, by phase (:data:`PHASES`), as JSON: where an
   analysis spends its time, which Spark's own metrics cannot tell (they see the JVM, not Python).
 
@@ -70,7 +73,8 @@ from harness.analysis.checks import (
     run_level_checks,
     run_params,
 )
-from harness.analysis.dataset import JOURNAL, OPERATIONS, PARTITION_COLUMNS, parquet_bytes
+from harness.analysis.dataset import JOURNAL, OPERATIONS, PARTITION_COLUMNS, parquet_bytes, write_partition
+from harness.analysis.storage import LocalStorage
 from harness.lifecycle import blame_the_stop, final_after_for, stop_of
 from harness.opportunities import count_run
 from harness.store import HISTORY, NODES, TEST_JSON
@@ -589,8 +593,11 @@ def output_schema() -> pa.Schema:
     return pa.schema([(name, kinds[kind]) for name, kind in OUTPUT_COLUMNS.items()])
 
 
-def output_rows(records: RunRecords, test: str, run: str) -> Iterator[dict[str, Any]]:
-    """One run's output rows (module docstring): its run row, verdicts and table files."""
+def output_rows(
+    records: RunRecords, test: str, run: str, dataset_store: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """One run's output rows (module docstring): its run row, verdicts and table files; with
+    ``dataset_store``, the table files written into that store's dataset instead of returned."""
     if records.run is not None:
         run_row = {**records.run, "pending": list(records.checks.pending)}
         yield {"kind": RUN, "test": test, "run": run, "name": None, "text": json.dumps(run_row), "payload": None}
@@ -601,8 +608,11 @@ def output_rows(records: RunRecords, test: str, run: str) -> Iterator[dict[str, 
         if columns and next(iter(columns.values())):
             records.phases.lap("stats_s")  # what came before, e.g. encoding the verdicts
             payload = parquet_bytes(table, columns)
+            if dataset_store is not None:
+                write_partition(LocalStorage(), Path(dataset_store), table, test, run, payload)
             records.phases.lap("tables_s")
-            yield {"kind": TABLE, "test": test, "run": run, "name": table, "text": None, "payload": payload}
+            if dataset_store is None:
+                yield {"kind": TABLE, "test": test, "run": run, "name": table, "text": None, "payload": payload}
     seconds = json.dumps({phase: round(value, 6) for phase, value in records.phases.seconds.items()})
     yield {"kind": PHASES_ROW, "test": test, "run": run, "name": None, "text": seconds, "payload": None}
 
@@ -645,11 +655,13 @@ def ingest_task(
     max_states: int | None = None,
     tables: bool = True,
     split_from_bytes: int = SPLIT_FROM_BYTES,
+    dataset_store: str | None = None,
 ):  # noqa: ANN201 - a Spark UDF
     """The ``mapInArrow`` function over a partition of whole runs' files (``binaryFile`` rows).
 
     ``runs`` maps (test, run) to the run's ``path`` as the user named it, ``suite`` and ``night``; the
-    task knows its run by the last two components of the directory.
+    task knows its run by the last two components of the directory. ``dataset_store``: write the runs'
+    table files there (module docstring), whose old partitions the caller has removed.
     """
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -670,7 +682,8 @@ def ingest_task(
                                           spec=files.get(TEST_JSON))
                 del files
                 # One row per batch: several big payloads in one batch could outgrow Arrow's 2 GiB a column.
-                out = [pa.RecordBatch.from_pylist([row], schema=schema) for row in output_rows(records, test, run)]
+                out = [pa.RecordBatch.from_pylist([row], schema=schema)
+                       for row in output_rows(records, test, run, dataset_store)]
                 del records
             yield from out
 
@@ -678,10 +691,11 @@ def ingest_task(
 
 
 def linearizability_task_of(
-    timeout_s: float | None = None, max_states: int | None = None, tables: bool = True
+    timeout_s: float | None = None, max_states: int | None = None, tables: bool = True,
+    dataset_store: str | None = None,
 ):  # noqa: ANN201 - a Spark UDF
     """The ``mapInArrow`` function over big runs' ``test.json`` and history (the second task of a big run,
-    module docstring)."""
+    module docstring); ``dataset_store`` as for :func:`ingest_task`."""
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         schema = output_schema()
@@ -698,7 +712,8 @@ def linearizability_task_of(
                     reason = f"linearizable could not check this run: {type(exc).__name__}: {exc}"
                     records = RunRecords(None, {}, {}, RunChecks(verdicts={LINEARIZABLE: Verdict(UNKNOWN, reason)}))
                 del files
-                out = [pa.RecordBatch.from_pylist([row], schema=schema) for row in output_rows(records, test, run)]
+                out = [pa.RecordBatch.from_pylist([row], schema=schema)
+                       for row in output_rows(records, test, run, dataset_store)]
                 del records
             yield from out
 

@@ -5,7 +5,8 @@ very function Spark runs as a ``mapInArrow`` task (:func:`harness.analysis.inges
 too is one task here, where Spark gives it a second on another core), as one Arrow batch of ``path`` and
 ``content`` rows, which is what Spark's ``binaryFile`` reader gives them; what they return goes through
 the pipeline's own steps (:func:`harness.analysis.pipeline.conclude`: verdicts, ``results.json``, the
-run's partitions of the Parquet dataset written with pyarrow; then the reports). So ``results.json``
+run's partitions of the Parquet dataset written with pyarrow, the tables by the task as on Spark; then
+the reports). So ``results.json``
 and the dataset rows of a run judged here are those ``harness analyze`` writes for it, but for the
 ``analysis`` record saying who judged it and when.
 
@@ -31,6 +32,7 @@ from harness.analysis.pipeline import (
     AnalysisOptions,
     RunOutcome,
     Stopwatch,
+    clear_dataset,
     conclude,
     known_runs,
     publish_pages,
@@ -71,7 +73,7 @@ def analyze_here(
     # One task a run, big or not: a big run's second task is for a second core, and here both would run
     # one after the other, the second parsing the history again (about 10 CPU s for 1,000,000 operations).
     task = ingest_task(known_runs(selection.storage, runs), options.key_timeout_s, options.max_states,
-                       options.write_dataset, split_from_bytes=NO_SPLIT)
+                       options.write_dataset, NO_SPLIT, clear_dataset(selection, options))
     small: list[dict[str, Any]] = []
     tables: list[dict[str, Any]] = []
     try:

@@ -8,17 +8,19 @@
    storage works as well as a local store; :func:`_read`); the files are grouped by run directory and each run is
    handed whole to one task (``applyInArrow``, :mod:`harness.analysis.ingest`), which validates them,
    runs single-leader-per-term, lsn-monotonicity and durability, checks linearizability key by key, and
-   encodes the run's rows of the ``operations`` and ``journal`` tables as Parquet files. A big run's
-   history also goes to a second task, which checks linearizability and makes the ``operations`` table
-   while the first does the rest, so that one big run keeps two cores busy. What the tasks return is a
-   few rows per run, cached, so each run is read exactly once.
+   encodes the run's rows of the ``operations`` and ``journal`` tables as Parquet files, which it writes
+   into the dataset itself when the store is on this machine's filesystem (the runs' old partitions
+   removed before the tasks start). A big run's history also goes to a second task, which checks
+   linearizability and makes the ``operations`` table while the first does the rest, so that one big run
+   keeps two cores busy. What the tasks return is a few rows per run (and, for a store elsewhere, the
+   Parquet files, cached so each run is read exactly once).
 2. **Verdicts.** Per-key verdicts fold into one per run; the run's validity is the worst of its
    checkers (FORMATS.md), ``unknown`` when an input file could not be read.
 3. **results.json** for every run, written by the driver into its run directory (locally, or through the
    Hadoop ``FileSystem`` API for a store named by URL).
 4. **The dataset** (:mod:`harness.analysis.dataset`): the runs' partitions of ``runs``, ``operations``,
-   ``journal`` and ``verdicts`` replaced, so re-analysing is idempotent. The driver writes the files the
-   tasks encoded, and the ``runs`` and ``verdicts`` files it builds itself.
+   ``journal`` and ``verdicts`` replaced, so re-analysing is idempotent. The driver writes the ``runs``
+   and ``verdicts`` files it builds, and the files the tasks encoded for a store they could not write to.
 5. **Reports** (``report.html`` of each run, the store's ``index.html``) when the store is on this
    machine's filesystem; for a store elsewhere, ``harness report`` where it is mounted makes them.
 
@@ -304,19 +306,22 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
     known = known_runs(storage, runs)
     slices = ingest_slices(len(runs), spark.sparkContext.defaultParallelism)
     packs = pack_runs({key: sum(size for _path, size in found) for key, found in files.items()}, slices)
+    tables_here = clear_dataset(selection, options)
     task = ingest_task(
-        known, options.key_timeout_s, options.max_states, options.write_dataset, options.split_from_bytes
+        known, options.key_timeout_s, options.max_states, options.write_dataset, options.split_from_bytes,
+        tables_here,
     )
     records = _read(spark, storage, [[path for key in pack for path, _ in files[key]] for pack in packs], task,
                     dataset.ddl(OUTPUT_COLUMNS))
     # A big run's test.json and history once more, for its second task.
     big = [paths for found in files.values() if (paths := big_files(storage, found, options.split_from_bytes))]
     if big:
-        halves = _read(spark, storage, big,
-                       linearizability_task_of(options.key_timeout_s, options.max_states, options.write_dataset),
-                       dataset.ddl(OUTPUT_COLUMNS))
+        halves = _read(spark, storage, big, linearizability_task_of(
+            options.key_timeout_s, options.max_states, options.write_dataset, tables_here,
+        ), dataset.ddl(OUTPUT_COLUMNS))
         records = records.unionByName(halves)
-    records = records.persist(StorageLevel.MEMORY_AND_DISK)
+    if tables_here is None:  # the tables are read in a second job: the tasks' output is kept for it
+        records = records.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         # 1. read, ingest, validate and check (one task per run, two for a big run)
         with watch_spark(spark, progress, f"reading and checking {len(runs)} runs"):
@@ -328,6 +333,8 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
         clock.lap("ingest_s")
 
         def tables() -> Iterator[Mapping[str, Any]]:
+            if tables_here is not None:  # the tasks wrote them
+                return
             # The cache is complete: reading it a chunk of runs at a time costs no recomputation.
             encoded = records.where(F.col("kind") == TABLE).select("test", "run", "name", "payload")
             for chunk in table_chunks({key: sum(size for _path, size in found) for key, found in files.items()}):
@@ -471,6 +478,24 @@ def _verdict(text: str) -> Verdict:
     )
 
 
+def clear_dataset(selection: RunSelection, options: AnalysisOptions) -> str | None:
+    """Before the tasks start: remove the selected runs' partitions from every table of the dataset (when
+    the analysis writes it), so that what the analysis writes replaces them, rows of a table it makes
+    none of included. Returns the store's directory when the tasks write their own table files there
+    (a store on this machine's filesystem, :mod:`harness.analysis.ingest`), else ``None``.
+
+    An analysis that fails after this leaves its runs out of the dataset until they are analysed again;
+    their ``results.json`` and files are untouched."""
+    if not options.write_dataset:
+        return None
+    storage, store, keys = selection.storage, selection.store, [run.key for run in selection.runs]
+    with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="dataset") as writers:
+        for future in [writers.submit(dataset.clear_runs, storage, store, table, keys) for table in dataset.TABLES]:
+            future.result()
+    local = storage.local(store)
+    return None if local is None else str(local)
+
+
 def _write_dataset(
     storage: Storage,
     store: PurePath,
@@ -478,15 +503,12 @@ def _write_dataset(
     run_rows: Mapping[tuple[str, str], dict[str, Any]],
     verdict_rows: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
 ) -> None:
-    """Replace the runs' partitions of every table: the tasks' Parquet files (``tables``, their rows of
-    kind ``table``), then ``runs`` and ``verdicts`` built here. The files are written by a few threads: each write waits for its disk
-    (a local file is synced before it is renamed into place) or its filesystem's round trip, not for
-    Python, and one after another they were a fifth of a batch's analysis."""
-    keys = list(run_rows)
+    """Write the runs' partitions (:func:`clear_dataset` removed the old ones): the tasks' Parquet files
+    that they returned (``tables``, their rows of kind ``table``), then ``runs`` and ``verdicts`` built
+    here. The files are written by a few threads: each write waits for its disk (a local file is synced
+    before it is renamed into place) or its filesystem's round trip, not for Python, and one after another
+    they were a fifth of a batch's analysis."""
     with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="dataset") as writers:
-        cleared = [writers.submit(dataset.clear_runs, storage, store, table, keys) for table in dataset.TABLES]
-        for future in cleared:
-            future.result()  # every old partition is gone before a new one is written
         written = []
 
         def write(table: str, key: tuple[str, str], data: bytes) -> None:

@@ -700,3 +700,25 @@ def test_py4j_tracebacks_the_harness_says_in_a_line_of_its_own_are_dropped_and_n
     assert _not_py4j_noise(record("Exception while sending command.", ValueError("a bug of ours")))
     assert _not_py4j_noise(record("something else", Py4JNetworkError("dropped")))
     assert _not_py4j_noise(record("Exception while sending command.", None))
+
+
+def test_a_task_given_the_store_writes_its_tables_there_and_returns_none(tmp_path: Path) -> None:
+    from harness.analysis import dataset, ingest
+
+    runs = [write_run(tmp_path, "reg", f"20261120T02000{i}", ops=120, keys=3, seed=i) for i in range(2)]
+    known = {("reg", run.name): {"path": str(run)} for run in runs}
+    batches = [batch for run in runs for batch in _group(run)]
+    returned = [r for b in ingest.ingest_task(known)(iter(batches)) for r in b.to_pylist()]
+    written = [r for b in ingest.ingest_task(known, dataset_store=str(tmp_path))(iter(batches)) for r in b.to_pylist()]
+    assert [r for r in written if r["kind"] == "table"] == []
+    tables = [r for r in returned if r["kind"] == "table"]
+    assert {(r["run"], r["name"]) for r in tables} == {(run.name, t) for run in runs for t in ("operations", "journal")}
+    for row in tables:
+        path = dataset.partition_dir(tmp_path, row["name"], "reg", row["run"]) / dataset.PART_FILE
+        assert Path(path).read_bytes() == row["payload"]
+
+    def said(rows: list[dict]) -> list[tuple]:  # the run rows, and each verdict but its timing
+        return [(r["kind"], r["run"], r["name"], r["text"] if r["kind"] == "run" else json.loads(r["text"])["valid"])
+                for r in rows if r["kind"] in ("run", "verdict")]
+
+    assert said(written) == said(returned) and len(said(returned)) > 2
