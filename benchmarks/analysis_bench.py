@@ -33,6 +33,15 @@ default journals its apply only (about 1.5): the journals' share of the work gro
 
     .venv/bin/python benchmarks/analysis_bench.py [--scale 0.1] [--repeat 3] [--checkers run-level]
                                                   [--journals full] [--store DIR] [--only many-small|one-big]
+                                                  [--compare DIR]
+
+``--compare DIR`` measures two trees side by side: this one and ``DIR`` (another checkout of the project,
+e.g. ``git archive`` of the commit before a change), ``--repeat`` rounds each of one invocation of this
+file per tree, the trees' order alternating (A then B, then B then A). Each invocation imports only its
+tree's harness and runs in its directory, so its Spark workers import that tree too (they import the
+harness from their working directory first). It prints each round's pipeline figures and then, per
+workload, the medians and the median ratio A / B of the pipeline's wall time, CPU and the direct path's
+CPU: on this shared machine, two invocations minutes apart differed by a fifth with the same code.
 
 ``--scale`` multiplies the operation counts (0.1: 100 runs of 1,000 and one of 100,000); the runs are
 generated once into ``--store`` (default a directory under /tmp) and reused by later invocations. Prints
@@ -48,14 +57,19 @@ import gc
 import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+# A comparison's invocation imports the tree it measures (``--root``), not the one this file is in.
+_TREE = Path(sys.argv[sys.argv.index("--root") + 1]).resolve() if (
+    __name__ == "__main__" and "--root" in sys.argv) else ROOT
+sys.path.insert(0, str(_TREE))
 
 from checkers.history import load_journals, load_operations, no_cyclic_gc  # noqa: E402
 from checkers.registry import CheckInput, applicable, run_checkers  # noqa: E402
@@ -295,6 +309,69 @@ def _load() -> str:
     return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def _summary(chosen: list[Workload], measured: dict[str, dict[str, list[Measure]]]) -> dict[str, Any]:
+    """The tree this invocation imported, and each workload's and path's medians: one JSON object, what a
+    comparison's invocation prints last."""
+    import harness
+
+    return {
+        "tree": str(Path(harness.__file__).resolve().parent.parent),
+        "workloads": {
+            workload.name: {
+                path: {"seconds": _median([m.seconds for m in ms]), "cpu": _median([m.cpu for m in ms]),
+                       "ops": ms[0].ops}
+                for path, ms in measured[workload.name].items()
+            }
+            for workload in chosen
+        },
+    }
+
+
+def _compared(rounds: list[dict[str, Any]], workload: str) -> None:
+    """Print one workload's medians per tree and the median ratio A / B with its range."""
+    def median(name: str, path: str, field: str) -> float:
+        return _median([r[name][workload][path][field] for r in rounds])
+
+    def ratio(path: str, field: str) -> str:
+        values = [r["A"][workload][path][field] / r["B"][workload][path][field] for r in rounds]
+        return f"{_median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+    ops = rounds[0]["A"][workload]["pipeline"]["ops"]
+    for name in ("A", "B"):
+        seconds = median(name, "pipeline", "seconds")
+        print(f"{workload:<10} {name}: pipeline {seconds:.1f} s, {median(name, 'pipeline', 'cpu'):.1f} CPU s, "
+              f"{ops / seconds:,.0f} ops/s; direct {median(name, 'direct', 'cpu'):.1f} CPU s")
+    print(f"{workload:<10} A / B: pipeline wall {ratio('pipeline', 'seconds')}, pipeline CPU "
+          f"{ratio('pipeline', 'cpu')}, direct CPU {ratio('direct', 'cpu')}")
+
+
+def compare(other: Path, repeat: int, argv: list[str]) -> None:
+    """``--compare``: this tree (A) and ``other`` (B), alternately (module docstring)."""
+    trees = {"A": ROOT, "B": other.resolve()}
+    rounds: list[dict[str, Any]] = []
+    for number in range(repeat):
+        results: dict[str, Any] = {}
+        for name in ("A", "B") if number % 2 == 0 else ("B", "A"):
+            tree = trees[name]
+            done = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--root", str(tree), "--repeat", "1", "--json", *argv],
+                cwd=tree, stdout=subprocess.PIPE, text=True, check=True,
+            )
+            summary = json.loads(done.stdout.strip().splitlines()[-1])
+            if Path(summary["tree"]) != tree:
+                raise SystemExit(f"the invocation for {tree} imported the harness from {summary['tree']}")
+            results[name] = summary["workloads"]
+            for workload, paths in results[name].items():
+                pipe = paths["pipeline"]
+                print(f"round {number + 1} {name} {workload:<10} pipeline {pipe['seconds']:>7.1f} s "
+                      f"{pipe['cpu']:>7.1f} CPU s {pipe['ops'] / pipe['seconds']:>8,.0f} ops/s  load {_load()}",
+                      flush=True)
+        rounds.append(results)
+    print(f"\nA = {trees['A']}, B = {trees['B']}; {repeat} rounds; load average at the end {_load()}\n")
+    for workload in rounds[0]["A"]:
+        _compared(rounds, workload)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the operation counts (default 1)")
@@ -308,9 +385,19 @@ def main() -> None:
     parser.add_argument("--journals", choices=JOURNALS, default="applies",
                         help="journal each write's apply only (the default), or its append, commit and apply "
                              "as the cluster's nodes do (about 4.5 events an operation, as in a simulated run)")
+    parser.add_argument("--compare", type=Path, metavar="DIR", help="this tree against DIR's, alternately")
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)  # the tree this invocation imports
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # medians as JSON, last line
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.compare is not None:
+        if not (args.compare / "harness").is_dir():
+            parser.error(f"--compare {args.compare}: not a tree of this project (no harness/ in it)")
+        passed = ["--scale", str(args.scale), "--store", str(args.store.resolve()), "--checkers", args.checkers,
+                  "--journals", args.journals, *(["--only", args.only] if args.only else [])]
+        compare(args.compare, args.repeat, passed)
+        return
 
     chosen = [w for w in workloads(args.scale) if args.only in (None, w.name)]
     roots = {w.name: generate(args.store, w, args.checkers, args.journals) for w in chosen}
@@ -338,6 +425,9 @@ def main() -> None:
     finally:
         spark.stop()
 
+    if args.json:
+        print(json.dumps(_summary(chosen, measured)), flush=True)
+        return
     print(f"\nmedians over {args.repeat} rounds, checkers: {args.checkers}, journals: {args.journals}; load average at the end "
           f"{_load()} on {os.cpu_count()} cores\n")
     header = (
