@@ -40,8 +40,10 @@ e.g. ``git archive`` of the commit before a change), ``--repeat`` rounds each of
 file per tree, the trees' order alternating (A then B, then B then A). Each invocation imports only its
 tree's harness and runs in its directory, so its Spark workers import that tree too (they import the
 harness from their working directory first). It prints each round's pipeline figures and then, per
-workload, the medians and the median ratio A / B of the pipeline's wall time, CPU and the direct path's
-CPU: on this shared machine, two invocations minutes apart differed by a fifth with the same code.
+workload, the medians, each tree's pipeline CPU over its own invocation's direct path (the same code in
+both trees unless the change is to the checkers, so a yardstick of the machine's speed in those minutes),
+and the median ratio A / B of the pipeline's wall time, CPU and the direct path's CPU: on this shared
+machine, the direct path's CPU differed by up to a quarter between invocations minutes apart.
 
 ``--scale`` multiplies the operation counts (0.1: 100 runs of 1,000 and one of 100,000); the runs are
 generated once into ``--store`` (default a directory under /tmp) and reused by later invocations. Prints
@@ -336,11 +338,16 @@ def _compared(rounds: list[dict[str, Any]], workload: str) -> None:
         values = [r["A"][workload][path][field] / r["B"][workload][path][field] for r in rounds]
         return f"{_median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
 
+    def against_direct(name: str) -> str:  # the direct path's code is the same in both trees: a yardstick
+        values = [r[name][workload]["pipeline"]["cpu"] / r[name][workload]["direct"]["cpu"] for r in rounds]
+        return f"{_median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+
     ops = rounds[0]["A"][workload]["pipeline"]["ops"]
     for name in ("A", "B"):
         seconds = median(name, "pipeline", "seconds")
         print(f"{workload:<10} {name}: pipeline {seconds:.1f} s, {median(name, 'pipeline', 'cpu'):.1f} CPU s, "
-              f"{ops / seconds:,.0f} ops/s; direct {median(name, 'direct', 'cpu'):.1f} CPU s")
+              f"{ops / seconds:,.0f} ops/s; direct {median(name, 'direct', 'cpu'):.1f} CPU s; "
+              f"pipeline / direct CPU {against_direct(name)}")
     print(f"{workload:<10} A / B: pipeline wall {ratio('pipeline', 'seconds')}, pipeline CPU "
           f"{ratio('pipeline', 'cpu')}, direct CPU {ratio('direct', 'cpu')}")
 

@@ -91,7 +91,8 @@ OUTPUT_COLUMNS: dict[str, str] = {
 }
 RUN, VERDICT, TABLE, PHASES_ROW = "run", "verdict", "table", "phases"
 # What a task's CPU time is spent on: reading and validating the files, the run-level checkers,
-# linearizability, the run's statistics, and the operations and journal tables (columns and Parquet).
+# linearizability, the run's statistics, and the operations and journal tables (columns and Parquet, and
+# writing the files when the task writes them).
 PHASES = ("parse_s", "run_level_s", "linearizability_s", "stats_s", "tables_s")
 # A history of at least this many bytes (about 40,000 operations) is checked for linearizability, and
 # its operations table made, by a task of its own (module docstring).

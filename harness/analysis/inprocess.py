@@ -6,9 +6,8 @@ too is one task here, where Spark gives it a second on another core), as one Arr
 ``content`` rows, which is what Spark's ``binaryFile`` reader gives them; what they return goes through
 the pipeline's own steps (:func:`harness.analysis.pipeline.conclude`: verdicts, ``results.json``, the
 run's partitions of the Parquet dataset written with pyarrow, the tables by the task as on Spark; then
-the reports). So ``results.json``
-and the dataset rows of a run judged here are those ``harness analyze`` writes for it, but for the
-``analysis`` record saying who judged it and when.
+the reports). So ``results.json`` and the dataset rows of a run judged here are those ``harness
+analyze`` writes for it, but for the ``analysis`` record saying who judged it and when.
 
 This is how ``harness run`` judges its run (no JVM to start for one run: a 60-second simulated run is
 judged in seconds, not in the half minute a Spark session takes to start); Spark is for many runs

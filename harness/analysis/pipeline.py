@@ -306,10 +306,10 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
     known = known_runs(storage, runs)
     slices = ingest_slices(len(runs), spark.sparkContext.defaultParallelism)
     packs = pack_runs({key: sum(size for _path, size in found) for key, found in files.items()}, slices)
-    tables_here = clear_dataset(selection, options)
+    dataset_store = clear_dataset(selection, options)
     task = ingest_task(
         known, options.key_timeout_s, options.max_states, options.write_dataset, options.split_from_bytes,
-        tables_here,
+        dataset_store,
     )
     records = _read(spark, storage, [[path for key in pack for path, _ in files[key]] for pack in packs], task,
                     dataset.ddl(OUTPUT_COLUMNS))
@@ -317,10 +317,10 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
     big = [paths for found in files.values() if (paths := big_files(storage, found, options.split_from_bytes))]
     if big:
         halves = _read(spark, storage, big, linearizability_task_of(
-            options.key_timeout_s, options.max_states, options.write_dataset, tables_here,
+            options.key_timeout_s, options.max_states, options.write_dataset, dataset_store,
         ), dataset.ddl(OUTPUT_COLUMNS))
         records = records.unionByName(halves)
-    if tables_here is None:  # the tables are read in a second job: the tasks' output is kept for it
+    if dataset_store is None:  # the tables are read in a second job: the tasks' output is kept for it
         records = records.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         # 1. read, ingest, validate and check (one task per run, two for a big run)
@@ -333,7 +333,7 @@ def _analyze(spark: SparkSession, selection: RunSelection, options: AnalysisOpti
         clock.lap("ingest_s")
 
         def tables() -> Iterator[Mapping[str, Any]]:
-            if tables_here is not None:  # the tasks wrote them
+            if dataset_store is not None:  # the tasks wrote them
                 return
             # The cache is complete: reading it a chunk of runs at a time costs no recomputation.
             encoded = records.where(F.col("kind") == TABLE).select("test", "run", "name", "payload")
