@@ -27,6 +27,8 @@ import uuid
 from pathlib import Path, PurePath, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol
 
+from harness.store import temporary_name
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -118,7 +120,7 @@ class LocalStorage:
     def write_bytes(self, path: PurePath, data: bytes) -> None:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+        temporary = temporary_name(target)  # named as every writer of the store names it: harness clean knows it
         with temporary.open("wb") as handle:
             handle.write(data)
             handle.flush()

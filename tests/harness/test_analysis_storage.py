@@ -170,3 +170,19 @@ def test_a_store_whose_path_holds_glob_characters_reads_its_dataset_back(spark, 
     assert analysis_main(["analyze", str(store), "--quiet", "--store", str(store)]) == 0
     runs = dataset.read_table(spark, store, "runs")
     assert runs is not None and [r["valid"] for r in runs.collect()] == ["true"]
+
+
+def test_a_local_write_cut_short_leaves_a_temporary_harness_clean_knows(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    import os
+
+    from harness import store as harness_store
+
+    def killed(*_args: object) -> None:
+        raise KeyboardInterrupt  # the writer stopped between writing its temporary and renaming it
+
+    monkeypatch.setattr(os, "replace", killed)
+    target = tmp_path / "dataset" / "journal" / "part-00000.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        LocalStorage().write_bytes(target, b"parquet")
+    left = [path.name for path in target.parent.iterdir()]
+    assert [harness_store.writer_of(name) for name in left] == [os.getpid()] and not target.exists()
