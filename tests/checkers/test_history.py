@@ -454,15 +454,22 @@ def test_the_fast_path_reads_every_line_as_a_plain_object_does(lines: list[str])
     assert _outcome(lines, keep_events=False) == _outcome(lines, keep_events=True)
 
 
-def test_new_operation_is_the_operation_every_field_included() -> None:
-    from dataclasses import fields
-
+def test_an_operation_is_equal_and_hashed_by_what_happened_its_extra_fields_aside() -> None:
     from checkers.history import Operation, new_operation
 
-    values = (7, 3, "cas", "k", [1, 2], None, "fail", 10, 20, 4, 9, "n1", (1, 5), "cas-mismatch", {"final": True}, "g")
+    values = (7, 3, "cas", "k", (1, 2), None, "fail", 10, 20, 4, 9, "n1", (1, 5), "cas-mismatch", {"final": True}, "g")
     made, built = new_operation(*values), Operation(*values)
     assert type(made) is Operation and made == built
-    assert [getattr(made, f.name) for f in fields(Operation)] == list(values)
+    assert [getattr(made, name) for name in Operation.__struct_fields__] == list(values)
+    other_extra = Operation(*values[:14], None, "g")
+    assert made == other_extra and hash(made) == hash(other_extra) and len({made, other_extra}) == 1
+    for field_index in range(len(values)):
+        if field_index == 14:
+            continue
+        changed = list(values)
+        changed[field_index] = "other"
+        assert Operation(*changed) != made, Operation.__struct_fields__[field_index]
+    assert made != values and made.__eq__(values) is NotImplemented
 
 
 _ANY = st.sampled_from([None, 0, 3, "k1", "", [1, 2], {"f": "write", "value": 1}])
@@ -546,7 +553,6 @@ def test_a_journal_event_is_made_in_c_and_holds_its_fields() -> None:
 
 
 def test_operation_rows_read_as_the_operations(tmp_path: Path) -> None:
-    from dataclasses import fields
 
     from checkers.history import Operation, load_operations
 
@@ -560,5 +566,6 @@ def test_operation_rows_read_as_the_operations(tmp_path: Path) -> None:
         ops, rows = table.operations(shard), table.operations(shard, rows=True)
         assert [op.id for op in ops] == [row.id for row in rows]
         for op, row in zip(ops, rows, strict=True):
-            assert [getattr(row, f.name) for f in fields(Operation)] == [getattr(op, f.name) for f in fields(Operation)]
+            assert [getattr(row, name) for name in Operation.__struct_fields__] == [
+                getattr(op, name) for name in Operation.__struct_fields__]
             assert row.to_json() == op.to_json()

@@ -496,7 +496,7 @@ def test_a_violation_on_one_key_is_found_while_another_key_would_take_long() -> 
 
 
 def _rekey(op: Operation, key: str, new_id: int) -> Operation:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     return replace(op, key=key, id=new_id, process=f"{op.process}")
 
