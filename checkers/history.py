@@ -346,6 +346,10 @@ _UNSET = -1  # a missing return time or completion index in an OperationTable co
 _OUTSTANDING, _OK, _FAIL, _INFO = 0, 1, 2, 3
 _KIND_CODE = {"ok": _OK, "fail": _FAIL, "info": _INFO}
 _CODE_KIND = ("info", "ok", "fail", "info")
+TYPE_OF_CODE = _CODE_KIND
+"""An :class:`OperationTable` ``type`` code -> its operation's ``type``: 0 (outstanding: no completion)
+and 3 are ``info``, 1 ``ok``, 2 ``fail``; an operation has a ``ret`` (and, ``ok``, an ``output``) only
+with 1 or 2."""
 
 
 class OperationTable:
@@ -405,6 +409,21 @@ class OperationTable:
                     continue
             keep_op(i)
         return self._materialize(chosen, rows)
+
+    def sparse_fields(self) -> Iterator[tuple[int, str | None, tuple[int, int] | None, str | None]]:
+        """``(id, node, lsn, error)`` of every client operation whose :class:`Operation` has one of these
+        set, as :meth:`operations` makes it (an outstanding operation's error says it had no completion),
+        in no particular order; every other operation has none of the three. For a reader of the table's
+        columns that wants these fields without an object per operation."""
+        types, rare = self.type, self.rare
+        for i, (i_node, _, node, lsn, error, _) in rare.items():
+            if types[i] == _OUTSTANDING:
+                yield i, i_node, lsn, _NO_COMPLETION
+            else:
+                yield i, node or i_node, lsn, error
+        if _OUTSTANDING in types:  # (a scan in C)
+            for i in (i for i, code in enumerate(types) if code == _OUTSTANDING and i not in rare):
+                yield i, None, None, _NO_COMPLETION
 
     def operation(self, i: int) -> Operation:
         """Client operation ``i`` (its id)."""
@@ -873,6 +892,13 @@ def parse_history(
 ) -> History:
     """Validate history lines (our JSONL) and pair them into operations."""
     return build_history(lines, source, keep_events=keep_events, decoded=False)
+
+
+def parse_operations(lines: Iterable[str | bytes], source: str = "history.jsonl") -> OperationTable:
+    """:func:`parse_history` without the events, its operations kept as the columns of an
+    :class:`OperationTable` (:meth:`OperationTable.history` makes the objects)."""
+    with no_cyclic_gc():
+        return _build(lines, source, False, None, _time.monotonic, False)
 
 
 def format_of(path: str | os.PathLike[str], format: str = "auto") -> str:

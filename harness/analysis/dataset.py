@@ -26,7 +26,7 @@ started (``*_ns``), as in the history. Three-valued validity is the text ``true`
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -178,17 +178,28 @@ every column). For ``operations`` (a run's 10,000): 35% less CPU to write the fi
 dictionary-encoded, and a file 22% smaller (ids, times and values are nearly all distinct)."""
 
 
-def parquet_bytes(table: str, columns: Mapping[str, list[Any]]) -> bytes:
-    """One Parquet file of ``table`` from its columns (column -> values; the partition columns, if
-    given, are left out), as Spark would write it: snappy-compressed, one row group per 1M rows."""
+def arrow_table(table: str, columns: Mapping[str, Sequence[Any]]) -> Any:
+    """The Arrow table of ``table``'s file (:func:`arrow_schema`) from its columns (column -> values; the
+    partition columns, if given, are left out, a column not given is all null)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     schema = arrow_schema(table)
     arrays = [pa.array(columns.get(field.name) or [None] * _rows(columns), field.type) for field in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def parquet_bytes(table: str, data: Mapping[str, Sequence[Any]] | Any) -> bytes:
+    """One Parquet file of ``table`` from its columns (as :func:`arrow_table` takes them) or its Arrow
+    table, as Spark would write it: snappy-compressed, one row group per 1M rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not isinstance(data, pa.Table):
+        data = arrow_table(table, data)
+    elif not data.schema.equals(arrow_schema(table)):
+        raise ValueError(f"not the schema of the {table} table: {data.schema}")
     buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), buffer, compression="snappy",
-                   use_dictionary=DICTIONARY_COLUMNS.get(table, True))  # fmt: skip
+    pq.write_table(data, buffer, compression="snappy", use_dictionary=DICTIONARY_COLUMNS.get(table, True))
     return buffer.getvalue()
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from checkers.history import NEMESIS, HistoryError, Operation
 from checkers.verdict import UNKNOWN, Verdict, combine
@@ -171,8 +173,9 @@ def test_read_run_parses_checks_and_counts_a_run(tmp_path: Path) -> None:
         123, 2, "raft", "partition", "none", "cas-register",
     )
     assert row["ok_ops"] == 123 and row["ops_per_s"] > 0 and row["latency_p50_ms"] <= row["latency_p99_ms"]
-    assert len(records.operations["id"]) == 123 + 2
-    assert records.journal["event"].count("apply") == 3 * records.operations["f"].count("write")
+    assert records.operations.num_rows == 123 + 2
+    operations, journal = records.operations.to_pydict(), records.journal.to_pydict()
+    assert journal["event"].count("apply") == 3 * operations["f"].count("write")
 
 
 def test_a_run_with_the_clusters_full_journals_is_valid_and_journals_three_events_a_write(tmp_path: Path) -> None:
@@ -182,13 +185,14 @@ def test_a_run_with_the_clusters_full_journals_is_valid_and_journals_three_event
     assert {name: v.valid for name, v in records.checks.verdicts.items()} == dict.fromkeys(
         ("linearizable", "single-leader-per-term", "lsn-monotonicity", "durability"), True
     )
-    writes = records.operations["f"].count("write")
-    events = records.journal["event"]
+    writes = records.operations.column("f").to_pylist().count("write")
+    journal = records.journal.to_pydict()
+    events = journal["event"]
     assert [events.count(kind) for kind in ("append", "commit", "apply")] == [3 * writes] * 3
     # each write's events on a node, in the cluster node's order, at the same log index and LSN
     applied = [i for i, kind in enumerate(events) if kind == "apply"]
     assert all(events[i - 2 : i] == ["append", "commit"] for i in applied)
-    lsn = list(zip(records.journal["lsn_term"], records.journal["lsn_seq"], strict=True))
+    lsn = list(zip(journal["lsn_term"], journal["lsn_seq"], strict=True))
     assert all(lsn[i - 1] == lsn[i] for i in applied)
     with pytest.raises(ValueError, match="journals must be one of applies, full"):
         write_run(tmp_path, "reg", "20261120T030000", journals="some")
@@ -200,7 +204,7 @@ def test_read_run_names_a_missing_history(tmp_path: Path) -> None:
     records = read_run(run, "reg", "20261120T020000")
     assert [e.describe() for e in records.input_errors] == ["history.jsonl: no such file"]
     assert {v.valid for v in records.checks.verdicts.values()} == {UNKNOWN}
-    assert records.operations["id"] == []
+    assert records.operations is None
 
 
 @pytest.mark.parametrize(
@@ -251,7 +255,7 @@ def test_a_big_runs_second_task_does_nothing_when_linearizability_is_declared_no
     assert set(json.loads(rows[-1]["text"])) <= set(ingest.PHASES)
     first = read_run(run, "reg", run.name)
     assert "linearizable" not in first.checks.verdicts and first.checks.pending == []
-    assert len(first.operations["id"]) > 0
+    assert first.operations.num_rows > 0
     assert first.run["not_applicable"] == {"linearizable": "the system keeps no registers"}
 
 
@@ -277,10 +281,80 @@ def test_operation_rows_round_trip(tmp_path: Path) -> None:
     run = write_run(tmp_path, "reg", "20261120T020000", ops=40, history_values={"k9": [1, {"a": None}]})
     records = read_run(run, "reg", "20261120T020000")
     history = load_history(run / "history.jsonl")
-    columns = records.operations
-    rows = [{name: values[i] for name, values in columns.items()} for i in range(len(columns["id"]))]
+    rows = records.operations.to_pylist()
     rebuilt = [operation_from_row(r) for r in rows[: len(history.ops)]]
     assert rebuilt == list(history.ops)
+
+
+def _operations_outcome(make) -> object:  # noqa: ANN001
+    try:
+        return make()
+    except (pa.ArrowException, OverflowError) as exc:  # e.g. a time past a Parquet long's range
+        return type(exc).__name__
+
+
+_VALUES = st.sampled_from([None, 0, 7, -1, 2**63 - 1, 2**70, 1.5, True, "", "v", [1, 2], [None, 3], {"x": 1}])
+
+
+@st.composite
+def valid_histories(draw: st.DrawFn) -> list[str]:
+    """Well-formed histories of a few client processes and the nemesis: operations left outstanding,
+    info completions (the client goes on under a new process), keys and values of every JSON type, nodes,
+    LSNs and errors on some lines, now and then a time that goes backwards or is past 2^63."""
+    lines: list[str] = []
+    outstanding: dict[int | str, tuple[str, object]] = {}
+    processes: list[int | str] = [0, 1, 2, NEMESIS]
+    for index in range(draw(st.integers(1, 14))):
+        slot = draw(st.integers(0, len(processes) - 1))
+        process = processes[slot]
+        event: dict[str, object] = {"index": index, "process": process}
+        event["time"] = draw(st.sampled_from([index * 3] * 8 + [max(0, index * 3 - 4), 2**63 + index]))
+        if process in outstanding and draw(st.booleans()):
+            event["f"], event["key"] = outstanding.pop(process)
+            event["type"] = kind = draw(st.sampled_from(["ok", "ok", "fail", "info"]))
+            if kind == "info" and process != NEMESIS:
+                processes[slot] = max(p for p in processes if p != NEMESIS) + 1  # type: ignore[type-var]
+        elif process not in outstanding:
+            event["f"] = draw(st.sampled_from(["read", "write", "cas", "status"]))
+            event["key"] = draw(st.sampled_from(["k", "k", "j", 1, [1], None]))
+            event["type"] = "invoke"
+            outstanding[process] = (event["f"], event["key"])
+        else:
+            continue
+        event["value"] = draw(_VALUES)
+        if not draw(st.integers(0, 2)):
+            event["node"] = draw(st.sampled_from(["n1", "n2"]))
+        if event["type"] != "invoke" and not draw(st.integers(0, 2)):
+            event["lsn"] = draw(st.sampled_from([[1, 2], [3, 4]]))
+        if not draw(st.integers(0, 5)):
+            event["error"] = draw(st.sampled_from(["timeout", "refused"]))
+        event["index"] = len(lines)
+        lines.append(json.dumps(event))
+    return lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(valid_histories())
+def test_the_operations_rows_from_the_tables_columns_are_those_of_its_operations(lines: list[str]) -> None:
+    """``operations_table`` builds the client operations' rows from the history's columns; they are the
+    rows the :class:`Operation` objects give, field by field, whatever the history holds (outstanding and
+    info operations, times that go backwards or past 2^63, keys and values of any JSON type, nodes, LSNs
+    and errors on some lines)."""
+    from checkers.history import parse_operations
+    from harness.analysis.dataset import OPERATIONS, arrow_table
+    from harness.analysis.ingest import _empty, _operation_columns, operations_table
+
+    table = parse_operations(lines, "h.jsonl")
+    history = table.history()
+
+    def from_objects() -> pa.Table:
+        columns = _empty(OPERATIONS)
+        _operation_columns([*history.ops, *history.nemesis], columns)
+        return arrow_table("operations", columns)
+
+    expected = _operations_outcome(from_objects)
+    assert _operations_outcome(lambda: operations_table(table, history)).equals(expected) if isinstance(
+        expected, pa.Table) else _operations_outcome(lambda: operations_table(table, history)) == expected
 
 
 def test_a_runs_table_files_read_back_as_written_dictionary_encoded_where_declared(tmp_path: Path) -> None:
@@ -295,12 +369,12 @@ def test_a_runs_table_files_read_back_as_written_dictionary_encoded_where_declar
     for table, columns in (("operations", records.operations), ("journal", records.journal)):
         assert set(DICTIONARY_COLUMNS.get(table, [])) <= set(TABLES[table])
         data = parquet_bytes(table, columns)
-        assert pq.read_table(io.BytesIO(data)).to_pydict() == columns
+        assert pq.read_table(io.BytesIO(data)).equals(columns)
         chunks = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
         dictionary = {chunks.column(i).path_in_schema for i in range(chunks.num_columns)
                       if chunks.column(i).has_dictionary_page}  # fmt: skip
         declared = DICTIONARY_COLUMNS.get(table)
-        assert dictionary == (set(declared) if declared is not None else set(columns))
+        assert dictionary == (set(declared) if declared is not None else set(columns.column_names))
 
 
 # --- verdicts ---------------------------------------------------------------------------------------
@@ -529,8 +603,8 @@ def test_in_process_a_big_run_is_one_task_its_history_parsed_once(tmp_path: Path
 
     run = write_run(tmp_path, "reg", "20261120T020000", ops=300, keys=4, lost_write=True)
     parsed = []
-    real = ingest.parse_history
-    monkeypatch.setattr(ingest, "parse_history", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    real = ingest.parse_operations
+    monkeypatch.setattr(ingest, "parse_operations", lambda *a, **k: parsed.append(1) or real(*a, **k))
     analysis = analyze_here(find_runs([tmp_path]), AnalysisOptions(split_from_bytes=1, write_reports=False))
     checkers = analysis.outcome(run).results["checkers"]
     assert len(parsed) == 1 and checkers["linearizable"]["valid"] is False and checkers["durability"]["valid"] is False
