@@ -92,7 +92,7 @@ class Operation(msgspec.Struct, frozen=True, gc=False, eq=False):
     or queue whose leader served it and whose ``lsn`` that is), ``None`` for the system's single group.
 
     Immutable, and made in C (a msgspec struct outside the cyclic collector): a big history holds millions,
-    and a frozen dataclass cost about nine times as much to make. Two operations are equal, and hash
+    and the frozen dataclass it was cost eight to twelve times as much to make. Two operations are equal, and hash
     alike, when every field but ``extra`` is (``extra`` is not part of what happened).
     """
 
@@ -161,10 +161,6 @@ class Operation(msgspec.Struct, frozen=True, gc=False, eq=False):
         if self.group is not None:
             out["group"] = self.group
         return out
-
-
-new_operation = Operation
-"""``Operation(...)`` by position, every field given (the name the loaders and a test use)."""
 
 
 @dataclass(frozen=True)
@@ -438,7 +434,7 @@ class OperationTable:
         )
         ordered = self.ordered
         kinds = _CODE_KIND
-        new = new_operation
+        new = Operation
         row = OperationRow
         for i in chosen:
             code = types[i]
@@ -487,8 +483,8 @@ class OperationTable:
 class OperationRow(msgspec.Struct, eq=False, gc=False):
     """A client operation of an :class:`OperationTable` as the linearizability search reads it: the
     fields it reads (and the registry's choice of checkers: ``lsn``, ``extra``) set at once, in C (a
-    struct outside the cyclic collector), about four fifths of an :class:`Operation`'s cost (a sixth while
-    an ``Operation`` was a dataclass: 0.6-0.7 against 0.8 us, 2026-12-01); any other attribute
+    struct outside the cyclic collector), about four fifths of an :class:`Operation`'s cost (0.6-0.7 us
+    against 0.8, 2026-12-01; a sixth while an ``Operation`` was a dataclass); any other attribute
     (its ``process``, ``to_json()``, ...) that of the :class:`Operation` the table makes for it when
     asked. Compared and hashed by identity, not by value as an ``Operation`` is: for the search's share of a
     history only (``checkers.judge``)."""
