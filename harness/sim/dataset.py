@@ -97,6 +97,7 @@ def write(store: str | Path, exploration_key: str, table_rows: Sequence[Mapping[
 
 def read(store: str | Path, exploration_key: str | None = None) -> list[dict[str, Any]]:
     """The table's rows (of one exploration, or all), sorted by exploration and seed: for tests and people."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     base = Path(dataset_dir(Path(store))) / TABLE
@@ -104,5 +105,9 @@ def read(store: str | Path, exploration_key: str | None = None) -> list[dict[str
     parts = sorted(base.glob(f"exploration={exploration_key or '*'}/{PART_FILE}"))
     for part in parts:
         key = part.parent.name.split("=", 1)[1]
-        found.extend({"exploration": key, **row} for row in pq.read_table(part).to_pylist())
+        # Read whole, then decoded: a read by path opens the file more than once (its footer, then its
+        # pages), and a checkpoint replacing it in between (:func:`write`, while an exploration runs)
+        # paired one file's footer with another's pages ("Page was smaller than expected").
+        content = pa.BufferReader(part.read_bytes())
+        found.extend({"exploration": key, **row} for row in pq.read_table(content).to_pylist())
     return sorted(found, key=lambda row: (row["exploration"], row["seed"]))

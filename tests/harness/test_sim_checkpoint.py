@@ -56,6 +56,38 @@ def test_the_seeds_finished_so_far_are_in_the_table_while_the_exploration_runs(
     assert exploration.recorded is not None and exploration.recorded.parent.name == f"exploration={rows[0]['exploration']}"
 
 
+def _checkpoint_forever(store: str, stop) -> None:  # noqa: ANN001 - a multiprocessing Event
+    """Replace one exploration's partition with tables of changing sizes, as checkpoints do, until ``stop``."""
+    size = 0
+    while not stop.is_set():
+        size = size % 40 + 1
+        dataset.write(store, "x", [{"seed": seed, "verdict": "true" * (size % 5 + 1)} for seed in range(size)])
+
+
+def test_the_table_reads_whole_files_while_checkpoints_replace_them(tmp_path) -> None:
+    """A reader of ``sim_seeds`` (the test below, a person watching an exploration) sees each partition as
+    one checkpoint wrote it, never one file's footer with another's pages: read by path, a quarter to a
+    third of reads failed so ("Page was smaller than expected")."""
+    import multiprocessing
+
+    store = str(tmp_path / "store")
+    dataset.write(store, "x", [{"seed": 0, "verdict": "true"}])
+    stop = multiprocessing.get_context("spawn").Event()
+    writer = multiprocessing.get_context("spawn").Process(target=_checkpoint_forever, args=(store, stop))
+    writer.start()
+    try:
+        reads = 0
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            rows = dataset.read(store)
+            assert [row["seed"] for row in rows] == list(range(len(rows)))
+            reads += 1
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    assert reads > 100 and writer.exitcode == 0
+
+
 def test_a_checkpoint_that_cannot_be_written_does_not_stop_the_seeds(tmp_path, monkeypatch, caplog) -> None:
     monkeypatch.setattr(explore_module, "simulate", _valid_simulate)
     monkeypatch.setattr(explore_module, "CHECKPOINT_S", 0.0)
