@@ -83,19 +83,24 @@ def test_a_py4j_call_under_way_when_the_jvm_is_killed_at_exit_logs_nothing(
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.name.startswith("py4j")] == []
 
 
-# Stopped while PySpark waits for the JVM's port: the JVM runs (here a shell that keeps making a ``spark-*``
-# directory in the scratch, as SparkSubmit does in its first seconds), ``launch_gateway`` never returns.
+# Stopped while PySpark waits for the JVM's port: the JVM runs (here one Python process that keeps making a
+# ``spark-*`` directory in the scratch, as SparkSubmit does in its first seconds), ``launch_gateway`` never
+# returns. The stand-in is one process, as the JVM is: a shell running ``mkdir`` in a loop had a ``mkdir``
+# forked before the kill make its directory after the scratch was removed (1 of the project's CI runs).
 # The exit handler registered first runs last and gives the JVM, were it still alive, time to write again.
 STOPPED_WHILE_SPARK_STARTS = """
-import atexit, time
+import atexit, os, sys, time
 atexit.register(time.sleep, 1.0)
 import pyspark.java_gateway as java_gateway
 from harness.analysis import spark
 scratch = spark._jvm_scratch({})["spark.driver.extraJavaOptions"].split("-Djava.io.tmpdir=")[1]
 print(scratch, flush=True)
+writer = "import os, sys, time\\nwhile True:\\n os.makedirs(sys.argv[1], exist_ok=True)\\n time.sleep(0.01)"
 with spark._dies_with_the_harness():
-    java_gateway.Popen(["sh", "-c", f"while :; do mkdir -p {scratch}/spark-1; sleep 0.01; done"])
-    time.sleep(0.3)
+    java_gateway.Popen([sys.executable, "-c", writer, os.path.join(scratch, "spark-1")])
+    deadline = time.monotonic() + 30
+    while not os.path.isdir(os.path.join(scratch, "spark-1")) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until it writes there
     raise KeyboardInterrupt  # the harness's SIGTERM handler stops it this way
 """
 
