@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.analysis.dataset import dataset_dir, valid_text
-from harness.store import TIMESTAMP_FORMAT
+from harness.store import TIMESTAMP_FORMAT, temporary_name
 
 if TYPE_CHECKING:
     from harness.sim.explore import Exploration, SeedOutcome
@@ -89,7 +89,7 @@ def write(store: str | Path, exploration_key: str, table_rows: Sequence[Mapping[
     directory = Path(dataset_dir(Path(store))) / TABLE / f"exploration={exploration_key}"
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / PART_FILE
-    temporary = directory / f".{PART_FILE}.{uuid.uuid4().hex[:8]}"
+    temporary = temporary_name(target)  # one per writer; ``harness clean`` knows a killed writer's
     pq.write_table(table, temporary)
     temporary.replace(target)
     return target

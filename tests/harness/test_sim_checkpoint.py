@@ -88,6 +88,22 @@ def test_the_table_reads_whole_files_while_checkpoints_replace_them(tmp_path) ->
     assert reads > 100 and writer.exitcode == 0
 
 
+def test_a_checkpoint_cut_short_leaves_a_temporary_harness_clean_knows(tmp_path, monkeypatch) -> None:
+    from harness import store as harness_store
+
+    def killed(*_args: object) -> None:
+        raise KeyboardInterrupt  # the exploration stopped between writing its temporary and renaming it
+
+    dataset.write(tmp_path, "20261201T000000-abcdef", [{"seed": 1}])
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        dataset.write(tmp_path, "20261201T000000-abcdef", [{"seed": 1}, {"seed": 2}])
+    monkeypatch.undo()
+    left = sorted(path.name for path in tmp_path.rglob("*") if path.is_file())
+    assert [harness_store.writer_of(name) for name in left] == [os.getpid(), None], left  # and the last checkpoint
+    assert [row["seed"] for row in dataset.read(tmp_path)] == [1]
+
+
 def test_a_checkpoint_that_cannot_be_written_does_not_stop_the_seeds(tmp_path, monkeypatch, caplog) -> None:
     monkeypatch.setattr(explore_module, "simulate", _valid_simulate)
     monkeypatch.setattr(explore_module, "CHECKPOINT_S", 0.0)
