@@ -211,9 +211,12 @@ def _stop_if_interrupted(*results: SimResult) -> None:
     """A seed's run turns Ctrl-C, SIGTERM or SIGHUP into an interrupted run (``harness.signals``), judged
     and stored like any other; in an exploration it must end the exploration instead, or every signal
     would cost one seed and the next seed would start. A signal that came only during a seed's teardown
-    (which it does not interrupt) ends the exploration too."""
+    (which it does not interrupt) ends the exploration too, and so does one whose run ended in another
+    error while the signal came (said in the log: the run is discarded with the seed's others)."""
     if any(r.stop_requested for r in results):
         for r in results:
+            if r.error is not None and not r.interrupted:
+                log.warning("seed %d ended in an error as the exploration was stopped: %s", r.spec.seed, r.error)
             discard(r)
         raise KeyboardInterrupt
 

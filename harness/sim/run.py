@@ -195,7 +195,10 @@ def simulate(
     wall = time.perf_counter() - wall
     if result.run_dir is None or result.results is None:
         raise ConfigError(f"the simulation of seed {spec.seed} left no run")
-    if result.error is not None and not result.interrupted and "stalled" not in result.error:
+    # A crash is the caller's to see, unless a signal came during the run: then the caller must stop (an
+    # exploration ends, ``harness.sim.explore``) whatever the crash was, and the error stays in the result.
+    crashed = result.error is not None and not result.interrupted and "stalled" not in result.error
+    if crashed and not result.stop_requested:
         raise RuntimeError(f"the simulation of seed {spec.seed} crashed: {result.error}")
     results = result.results
     sim = results.get("sim", {})
