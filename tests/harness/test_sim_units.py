@@ -92,6 +92,49 @@ def test_the_virtual_loop_says_when_nothing_can_ever_happen() -> None:
         run_simulated(Ticks(), forever())
 
 
+
+def _heartbeats_for_an_hour(world: Ticks) -> None:
+    """Nodes that go on for an hour of virtual time (for ever, as far as a run's close is concerned)."""
+
+    def heartbeat() -> None:
+        if world.now < 3600 * NS:
+            world.at(world.now + NS // 10, heartbeat)
+
+    world.at(0, heartbeat)
+
+
+async def _deaf_to_cancellation() -> None:
+    """A task that catches its cancellation and waits again (a harness defect the close must survive)."""
+    while True:
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            continue
+
+
+@pytest.mark.parametrize("main_ends", ["returning", "interrupted"])
+def test_a_task_that_outlives_its_cancellation_does_not_keep_the_run_going(main_ends, caplog) -> None:
+    # Once, a simulated run stopped by SIGTERM spun for ever closing its loop: a task it cancelled never
+    # ended while the world's nodes went on. The close now gives the tasks CLOSE_S of virtual time.
+    world = Ticks()
+    _heartbeats_for_an_hour(world)
+
+    async def main() -> None:
+        asyncio.get_running_loop().create_task(_deaf_to_cancellation(), name="deaf")
+        await asyncio.sleep(10.0)
+        if main_ends == "interrupted":
+            raise KeyboardInterrupt
+
+    if main_ends == "returning":  # nothing else went wrong: the defect is the run's error, naming the task
+        with pytest.raises(Stalled, match=r"stalled at 70\.\d+ s: tasks cancelled when the run ended still "
+                                          r"waited 60 s later \(deaf waiting in _deaf_to_cancellation"):
+            run_simulated(world, main())
+    else:  # the run's own end goes on; the stall is said in the log
+        with pytest.raises(KeyboardInterrupt):
+            run_simulated(world, main())
+        assert "tasks cancelled when the run ended still waited 60 s later (deaf waiting in" in caplog.text
+    assert world.now < 71 * NS
+
 def test_ctrl_c_cancels_the_simulated_run_as_asyncio_run_does_then_raises_keyboard_interrupt() -> None:
     # A KeyboardInterrupt raised wherever SIGINT lands once fell between a future's completion and its
     # waiter's wakeup: that task waited for ever while the world's nodes went on (a hung exploration).
