@@ -32,6 +32,16 @@ FORWARDED = (signal.SIGTERM, signal.SIGHUP)
 TEARDOWN_NOTICE = "teardown in progress (healing, collecting logs, removing containers); please wait"
 
 
+_handled = 0
+
+
+def handled() -> int:
+    """How many signals every :class:`Interrupts` of this process has handled so far (forwarded or, under
+    the shield, announced): a caller compares two readings to learn whether one came in between, even
+    when what it called ended in some other exception than the interrupt."""
+    return _handled
+
+
 def signal_name(signum: int) -> str:
     """``SIGTERM``, ``SIGHUP``; Ctrl-C for SIGINT (what a person pressed)."""
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
@@ -74,6 +84,8 @@ class Interrupts:
         self.restore()
 
     def _forward(self, signum: int, frame: FrameType | None) -> None:
+        global _handled
+        _handled += 1
         self.received.append(signal_name(signum))
         if self.first is None:
             self.first = signal_name(signum)
@@ -84,6 +96,8 @@ class Interrupts:
             raise KeyboardInterrupt
 
     def _announce(self, signum: int, frame: FrameType | None) -> None:
+        global _handled
+        _handled += 1
         self.received.append(signal_name(signum))
         print(f"\n{self.notice}", file=sys.stderr, flush=True)
 

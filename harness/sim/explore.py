@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from checkers.verdict import UNKNOWN, Valid
+from harness import signals
 from harness.compose import Composition
 from harness.lifecycle import die_with_parent
 from harness.sim import dataset
@@ -162,10 +163,15 @@ def run_seed(spec: TestSpec, scratch: str, check_determinism: bool = False,
     started = time.perf_counter()
     work = Path(scratch) / f"seed-{spec.seed}"
     shutil.rmtree(work, ignore_errors=True)
+    signals_before = signals.handled()
     try:
         result = simulate(spec, work, checkers=checkers)
     except Exception as exc:  # noqa: BLE001 - one seed's crash is reported, the exploration goes on
         shutil.rmtree(work, ignore_errors=True)
+        if signals.handled() > signals_before:  # a signal came: whatever it broke, the exploration stops
+            log.warning("seed %d ended in an error as the exploration was stopped: %s: %s", spec.seed,
+                        type(exc).__name__, exc)
+            raise KeyboardInterrupt from exc
         return SeedOutcome(spec.seed, UNKNOWN, error=f"{type(exc).__name__}: {exc}",
                            wall_seconds=time.perf_counter() - started)
     _stop_if_interrupted(result)

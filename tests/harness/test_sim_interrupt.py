@@ -90,6 +90,31 @@ def test_a_seed_that_crashed_while_a_signal_came_stops_the_exploration(tmp_path,
         assert outcome.valid == "unknown" and "crashed: RuntimeError: cancelled mid-step" in outcome.error
     assert not (tmp_path / "scratch" / "seed-7").exists()
 
+
+def test_a_seed_whose_run_a_signal_broke_with_another_error_stops_the_exploration(tmp_path, monkeypatch, caplog) -> None:
+    """An error out of the seed's run itself (not a run that ended with one) while a signal came: the
+    exploration stops all the same."""
+    from harness.signals import Interrupts
+
+    def broken_by_a_signal(spec: TestSpec, work: Path, checkers=None) -> SimpleNamespace:  # noqa: ANN001
+        with Interrupts():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)  # forwarded as Ctrl-C: a KeyboardInterrupt here
+                time.sleep(5)
+            except KeyboardInterrupt:
+                raise OSError("the results were half written") from None
+        raise AssertionError("no signal came")
+
+    monkeypatch.setattr(explore_module, "simulate", broken_by_a_signal)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_seed(TestSpec(seed=7, db="cluster", platform="sim", store=str(tmp_path)), str(tmp_path / "scratch"))
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "seed 7 ended in an error as the exploration was stopped: OSError: the results were half" in caplog.text
+    assert not (tmp_path / "scratch" / "seed-7").exists()
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("signum", "jobs"), [(signal.SIGTERM, "1"), (signal.SIGINT, "1"), (signal.SIGTERM, "2")])
 def test_harness_simulate_stops_at_a_signal_with_exit_2(tmp_path, signum, jobs) -> None:
@@ -97,8 +122,10 @@ def test_harness_simulate_stops_at_a_signal_with_exit_2(tmp_path, signum, jobs) 
         [sys.executable, "-m", "harness", "simulate", "--seeds", "1..500", "--keep-going", "--jobs", jobs,
          "--store", str(tmp_path / "store")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        # PYTHONFAULTHANDLER: a SIGABRT prints every thread's stack (twice in CI this case ended oddly: once
-        # killed by SIGINT after printing its table, once with no word in 120 s; neither seen here since).
+        # PYTHONFAULTHANDLER: a SIGABRT prints every thread's stack (in CI this case ended oddly three times:
+        # killed by SIGINT after printing its table; no word in 120 s, as a run spinning in its loop's close,
+        # reproduced once outside CI, did (harness.sim.loop.CLOSE_S); an unknown seed and the exploration
+        # going on (the tests above)).
         env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"},
         # A shell without job control starts background commands with SIGINT ignored: undo that here.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
