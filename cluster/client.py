@@ -224,7 +224,11 @@ class NodeConnection:
             self._reader_task.cancel()
             try:
                 await self._reader_task
-            except (asyncio.CancelledError, Exception):
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():  # the closer's own cancellation: pass it on
+                    raise
+            except Exception:  # noqa: BLE001, S110 - the reader's end, whatever it was, is the closing
                 pass
             self._reader_task = None
 

@@ -183,6 +183,35 @@ def test_no_reply_in_time_is_info_timeout_and_the_connection_stays_usable():
     assert (then.type, then.value) == ("ok", 5)
 
 
+
+def test_closing_a_connection_passes_on_its_closers_cancellation():
+    # The reader's cancellation is the closing's business; the closer's own must reach the closer, or a
+    # run's teardown that cancels it waits for a task that goes on as if nothing had happened.
+    from cluster.client import NodeConnection
+
+    async def scenario():
+        connection = NodeConnection("n1", "127.0.0.1", 1)
+        release = asyncio.Event()
+
+        async def reader():  # a reader that takes a moment to end once cancelled
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                await release.wait()
+                raise
+
+        connection._reader_task = asyncio.create_task(reader())
+        await asyncio.sleep(0)
+        closer = asyncio.create_task(connection.close())
+        await asyncio.sleep(0)  # the closer now waits for the reader
+        closer.cancel()
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(closer, return_exceptions=True)
+        return closer.cancelled()
+
+    assert run(scenario())
+
 def test_connection_dropped_after_sending_is_info_and_the_client_reconnects():
     async def scenario():
         answers = iter([CLOSE, {"ok": True, "value": 1, "lsn": [1, 1]}])
