@@ -247,7 +247,8 @@ def _close(runner: asyncio.Runner, loop: asyncio.AbstractEventLoop, world: Event
 
 
 def _describe(task: asyncio.Task[Any]) -> str:
-    """A pending task: its name and where it waits, innermost frame last."""
-    frames = " < ".join(f"{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
-                        for frame in reversed(task.get_stack(limit=8)))
+    """A pending task: its name and where its coroutine waits (asyncio gives a suspended task's own frame,
+    not those of the coroutines it awaits)."""
+    frames = ", ".join(f"{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
+                       for frame in task.get_stack())
     return f"{task.get_name()} waiting in {frames or 'no frame'}"
