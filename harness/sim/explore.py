@@ -222,7 +222,8 @@ def _stop_if_interrupted(*results: SimResult) -> None:
     if any(r.stop_requested for r in results):
         for r in results:
             if r.error is not None and not r.interrupted:
-                log.warning("seed %d ended in an error as the exploration was stopped: %s", r.spec.seed, r.error)
+                log.warning("seed %d ended in an error as the exploration was stopped: %s",
+                            r.spec.seed, r.error)
             discard(r)
         raise KeyboardInterrupt
 

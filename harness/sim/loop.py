@@ -32,6 +32,7 @@ import logging
 import math
 import selectors
 from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 NS = 1_000_000_000
@@ -228,7 +229,8 @@ def run_simulated(world: EventSource, main: Coroutine[Any, Any, T]) -> T:
     return result
 
 
-def _close(runner: asyncio.Runner, loop: asyncio.AbstractEventLoop, world: EventSource, *, raising: bool) -> None:
+def _close(runner: asyncio.Runner, loop: asyncio.AbstractEventLoop, world: EventSource, *,
+           raising: bool) -> None:
     """Close ``runner`` (it cancels the tasks left and runs the loop until they end), within
     :data:`CLOSE_S` of virtual time (:func:`run_simulated`)."""
     asyncio.set_event_loop(None)
@@ -249,6 +251,6 @@ def _close(runner: asyncio.Runner, loop: asyncio.AbstractEventLoop, world: Event
 def _describe(task: asyncio.Task[Any]) -> str:
     """A pending task: its name and where its coroutine waits (asyncio gives a suspended task's own frame,
     not those of the coroutines it awaits)."""
-    frames = ", ".join(f"{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
+    frames = ", ".join(f"{frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})"
                        for frame in task.get_stack())
     return f"{task.get_name()} waiting in {frames or 'no frame'}"

@@ -183,7 +183,6 @@ def test_no_reply_in_time_is_info_timeout_and_the_connection_stays_usable():
     assert (then.type, then.value) == ("ok", 5)
 
 
-
 def test_closing_a_connection_passes_on_its_closers_cancellation():
     # The reader's cancellation is the closing's business; the closer's own must reach the closer, or a
     # run's teardown that cancels it waits for a task that goes on as if nothing had happened.
@@ -211,6 +210,7 @@ def test_closing_a_connection_passes_on_its_closers_cancellation():
         return closer.cancelled()
 
     assert run(scenario())
+
 
 def test_connection_dropped_after_sending_is_info_and_the_client_reconnects():
     async def scenario():

@@ -100,7 +100,8 @@ def test_a_checkpoint_cut_short_leaves_a_temporary_harness_clean_knows(tmp_path,
         dataset.write(tmp_path, "20261201T000000-abcdef", [{"seed": 1}, {"seed": 2}])
     monkeypatch.undo()
     left = sorted(path.name for path in tmp_path.rglob("*") if path.is_file())
-    assert [harness_store.writer_of(name) for name in left] == [os.getpid(), None], left  # and the last checkpoint
+    # the killed write's temporary, and the last checkpoint whole
+    assert [harness_store.writer_of(name) for name in left] == [os.getpid(), None], left
     assert [row["seed"] for row in dataset.read(tmp_path)] == [1]
 
 

@@ -28,9 +28,10 @@ def _fake_simulate(interrupt_at: int, in_teardown: bool = False):
     def simulate(spec: TestSpec, work: Path, checkers=None) -> SimpleNamespace:
         work.mkdir(parents=True, exist_ok=True)
         signalled = spec.seed == interrupt_at
-        return SimpleNamespace(spec=spec, run_dir=work, valid=True, error=None, interrupted=signalled and not in_teardown,
-                               stop_requested=signalled, failed_checkers=[], unknown_checkers=[], sim_seconds=1.0,
-                               replay_command=None, digest={}, results={})
+        return SimpleNamespace(spec=spec, run_dir=work, valid=True, error=None,
+                               interrupted=signalled and not in_teardown, stop_requested=signalled,
+                               failed_checkers=[], unknown_checkers=[], sim_seconds=1.0, replay_command=None,
+                               digest={}, results={})
 
     return simulate
 
@@ -64,9 +65,10 @@ def test_run_seed_raises_for_an_interrupted_run_and_removes_it(tmp_path, monkeyp
     assert not (tmp_path / "scratch" / "seed-7").exists()
 
 
-
 @pytest.mark.parametrize("signalled", [True, False])
-def test_a_seed_that_crashed_while_a_signal_came_stops_the_exploration(tmp_path, monkeypatch, caplog, signalled) -> None:
+def test_a_seed_that_crashed_while_a_signal_came_stops_the_exploration(
+    tmp_path, monkeypatch, caplog, signalled
+) -> None:
     """A run that a signal reached but that ended in some other error than the interrupt (a crash under way
     when it came) must still stop the exploration: it once became an unknown seed and the next seeds ran
     (CI: ``[SIGTERM-1]`` below went on for two minutes after its SIGTERM). Without a signal the same crash
@@ -84,14 +86,16 @@ def test_a_seed_that_crashed_while_a_signal_came_stops_the_exploration(tmp_path,
     if signalled:
         with pytest.raises(KeyboardInterrupt):
             run_seed(spec, str(tmp_path / "scratch"))
-        assert "seed 7 ended in an error as the exploration was stopped: RuntimeError: cancelled" in caplog.text
+        assert "seed 7 ended in an error as the exploration was stopped: RuntimeError: cancel" in caplog.text
     else:
         outcome = run_seed(spec, str(tmp_path / "scratch"))
         assert outcome.valid == "unknown" and "crashed: RuntimeError: cancelled mid-step" in outcome.error
     assert not (tmp_path / "scratch" / "seed-7").exists()
 
 
-def test_a_seed_whose_run_a_signal_broke_with_another_error_stops_the_exploration(tmp_path, monkeypatch, caplog) -> None:
+def test_a_seed_whose_run_a_signal_broke_with_another_error_stops_the_exploration(
+    tmp_path, monkeypatch, caplog
+) -> None:
     """An error out of the seed's run itself (not a run that ended with one) while a signal came: the
     exploration stops all the same."""
     from harness.signals import Interrupts
@@ -109,11 +113,13 @@ def test_a_seed_whose_run_a_signal_broke_with_another_error_stops_the_exploratio
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_seed(TestSpec(seed=7, db="cluster", platform="sim", store=str(tmp_path)), str(tmp_path / "scratch"))
+            run_seed(TestSpec(seed=7, db="cluster", platform="sim", store=str(tmp_path)),
+                     str(tmp_path / "scratch"))
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert "seed 7 ended in an error as the exploration was stopped: OSError: the results were half" in caplog.text
+    assert "seed 7 ended in an error as the exploration was stopped: OSError: the results" in caplog.text
     assert not (tmp_path / "scratch" / "seed-7").exists()
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("signum", "jobs"), [(signal.SIGTERM, "1"), (signal.SIGINT, "1"), (signal.SIGTERM, "2")])

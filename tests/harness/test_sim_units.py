@@ -92,7 +92,6 @@ def test_the_virtual_loop_says_when_nothing_can_ever_happen() -> None:
         run_simulated(Ticks(), forever())
 
 
-
 def _heartbeats_for_an_hour(world: Ticks) -> None:
     """Nodes that go on for an hour of virtual time (for ever, as far as a run's close is concerned)."""
 
@@ -134,6 +133,7 @@ def test_a_task_that_outlives_its_cancellation_does_not_keep_the_run_going(main_
             run_simulated(world, main())
         assert "tasks cancelled when the run ended still waited 60 s later (deaf waiting in" in caplog.text
     assert world.now < 71 * NS
+
 
 def test_ctrl_c_cancels_the_simulated_run_as_asyncio_run_does_then_raises_keyboard_interrupt() -> None:
     # A KeyboardInterrupt raised wherever SIGINT lands once fell between a future's completion and its
