@@ -74,7 +74,7 @@ CLOSE_S = 60.0
 """Virtual seconds the tasks still pending when a simulated run's main coroutine ends have, once cancelled,
 to end (:func:`run_simulated`): a task that outlives its cancellation (one that catches it and waits
 again) would otherwise keep the world's nodes going for ever while the loop waits for it, a run that
-never ends at 100% of a core (seen once in about 650 runs stopped by SIGTERM at a random moment: a worker
+never ends at 100% of a core (seen once in about 600 runs stopped by SIGTERM at a random moment: a worker
 whose awaited future held its reply but never woke it, docs/simulation.md). Closing takes
 virtual milliseconds when every task ends as it should."""
 
