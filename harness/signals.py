@@ -15,17 +15,26 @@ node left SIGSTOPped). Only SIGKILL can; ``harness clean`` removes what that lea
 A signal the process was started with ignored (``nohup`` ignores SIGHUP; a shell's background job may
 ignore SIGINT) stays ignored throughout: a nohup'd night is not stopped by a closed terminal.
 
+While an event loop runs a run's coroutines (:func:`run_cancelling`), every interrupt cancels the main
+coroutine at its next ``await``, as ``asyncio.Runner`` does with Ctrl-C, and none is raised as
+``KeyboardInterrupt`` inside the loop: raised there it can land between a future's completion and the
+scheduling of its waiter's wake-up, and that task then waits for ever (``harness.sim.loop``).
+
 Handlers can be installed only in the main thread; elsewhere (a run started from a worker thread)
 :class:`Interrupts` does nothing and the process's own handlers apply.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 import threading
+from collections.abc import Callable, Coroutine
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 FORWARDED = (signal.SIGTERM, signal.SIGHUP)
 """Signals handled as Ctrl-C."""
@@ -33,6 +42,7 @@ TEARDOWN_NOTICE = "teardown in progress (healing, collecting logs, removing cont
 
 
 _handled = 0
+_cancellers: list[Callable[[], None]] = []  # the innermost run_cancelling's, what a forwarded signal calls
 
 
 def handled() -> int:
@@ -89,6 +99,9 @@ class Interrupts:
         self.received.append(signal_name(signum))
         if self.first is None:
             self.first = signal_name(signum)
+        if _cancellers:  # a loop runs the run's coroutines: cancel its main one (even if SIGINT is ignored)
+            _cancellers[-1]()
+            return
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler):
             handler(signal.SIGINT, frame)
@@ -123,3 +136,78 @@ class Interrupts:
     def cause(self) -> str:
         """What interrupted the run: the first forwarded signal received before the shield, else Ctrl-C."""
         return self.first or "Ctrl-C"
+
+
+def run_cancelling(runner: asyncio.Runner, main: Coroutine[Any, Any, T],
+                   close: Callable[[bool], None] | None = None) -> T:
+    """``runner.run(main)``, then ``close(raised)`` (default: ``runner.close()``; ``raised``: whether the run
+    raised), every interrupt meanwhile cancelling ``main`` where it awaits instead of raising
+    ``KeyboardInterrupt`` wherever it lands: Ctrl-C (unless the process ignores SIGINT) and what an
+    :class:`Interrupts` forwards (SIGTERM and SIGHUP, even with SIGINT ignored, as in a script's background
+    job, where ``asyncio.Runner`` installs no handler and a forwarded signal was raised inside the loop).
+
+    As ``asyncio.Runner.run``: ``main`` ended by the cancellation raises ``KeyboardInterrupt``; ``main``
+    that catches it and returns has its result returned; a second signal while ``main`` runs, or once it
+    was cancelled, raises ``KeyboardInterrupt`` at once (the way out of a run that does not end when asked).
+    A first signal that comes once ``main`` has ended, while the loop finishes or closes, raises it once
+    the loop is closed. Outside the main thread: ``runner.run(main)`` and ``close``, nothing else."""
+    ending = close or (lambda raised: runner.close())
+    if threading.current_thread() is not threading.main_thread():
+        raised = True
+        try:
+            result = runner.run(main)
+            raised = False
+            return result
+        finally:
+            ending(raised)
+    state: dict[str, Any] = {"task": None, "signals": 0, "cancelled": False, "active": True}
+
+    def interrupt() -> None:
+        state["signals"] += 1
+        task = state["task"]
+        running = task is not None and not task.done()
+        if state["signals"] == 1:
+            if running:
+                state["cancelled"] = True
+                task.cancel()
+            return  # (not started yet: ``watched`` cancels it; ended: raised once the loop is closed)
+        if running or state["cancelled"]:
+            raise KeyboardInterrupt
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        if not state["active"]:  # put back later by an Interrupts restoring what it found: the default's
+            raise KeyboardInterrupt
+        interrupt()
+
+    async def watched() -> T:
+        state["task"] = asyncio.current_task()
+        if state["signals"]:  # one came before the loop ran main
+            main.close()
+            state["cancelled"] = True
+            raise asyncio.CancelledError
+        return await main
+
+    ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if ours:
+        signal.signal(signal.SIGINT, on_sigint)  # (asyncio.Runner then installs none of its own)
+    _cancellers.append(interrupt)
+    raised = True
+    try:
+        try:
+            result = runner.run(watched())
+            raised = False
+        except asyncio.CancelledError:
+            task = state["task"]
+            if state["cancelled"] and (task is None or task.uncancel() == 0):
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            ending(raised)
+    finally:
+        state["active"] = False
+        _cancellers.remove(interrupt)
+        if ours and signal.getsignal(signal.SIGINT) is on_sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if state["signals"] and not state["cancelled"]:
+        raise KeyboardInterrupt  # it came once main had ended: raised here, out of the loop
+    return result

@@ -28,6 +28,7 @@ from harness.fault_driver import heal_everything, real_fault_driver
 from harness.interpreter import run_in_thread
 from harness.platforms import Launch, Session
 from harness.platforms.threads import run_in_threads
+from harness.signals import run_cancelling
 from harness.spec import ConfigError, rng_for
 from nemesis.shell import FakeTime, install_faketime
 
@@ -148,7 +149,7 @@ class RealPlatform:
             caught_up=caught_up,
             nemesis=nemesis,
             run_fault=run_in_thread,
-            execute=asyncio.run,
+            execute=lambda main: run_cancelling(asyncio.Runner(), main),
             clock_ns=time.monotonic_ns,
             wall_at=lambda ns: wall0 + (ns - mono0) / 1e9,
         )

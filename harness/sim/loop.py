@@ -35,6 +35,8 @@ from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from harness import signals
+
 NS = 1_000_000_000
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -75,8 +77,9 @@ CLOSE_S = 60.0
 to end (:func:`run_simulated`): a task that outlives its cancellation (one that catches it and waits
 again) would otherwise keep the world's nodes going for ever while the loop waits for it, a run that
 never ends at 100% of a core (seen once in about 600 runs stopped by SIGTERM at a random moment: a worker
-whose awaited future held its reply but never woke it, docs/simulation.md). Closing takes
-virtual milliseconds when every task ends as it should."""
+whose awaited future held its reply but never woke it, docs/simulation.md; two ways a signal lost such a
+wake-up are closed, ``harness.signals.run_cancelling``). Closing takes virtual milliseconds when every
+task ends as it should."""
 
 
 class _VirtualSelector(selectors.BaseSelector):
@@ -208,11 +211,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 def run_simulated(world: EventSource, main: Coroutine[Any, Any, T]) -> T:
     """Run ``main`` to completion on a :class:`VirtualTimeLoop` over ``world``, as ``asyncio.run`` runs a
     coroutine on asyncio's own loop (an ``asyncio.Runner``): tasks still pending when ``main`` returns are
-    cancelled, the loop is closed after, and Ctrl-C (SIGINT, and what ``harness.signals`` forwards to it)
-    cancels ``main`` and then raises ``KeyboardInterrupt``. A ``KeyboardInterrupt`` raised wherever the
-    signal lands could fall between a future's completion and the scheduling of its waiter's wakeup
-    (both Python code on this loop): that task would wait for ever while the world's nodes go on,
-    and the run would never end.
+    cancelled, the loop is closed after, and an interrupt (Ctrl-C, and what ``harness.signals`` forwards)
+    cancels ``main`` and then raises ``KeyboardInterrupt`` (``harness.signals.run_cancelling``), never
+    inside the loop, where it could fall between a future's completion and the scheduling of its
+    waiter's wake-up: that task would wait for ever while the world's nodes go on.
 
     The tasks still pending when ``main`` ends are cancelled and given :data:`CLOSE_S` virtual seconds
     to end. One still waiting then is a harness defect: :class:`Stalled` is raised naming it, unless
@@ -220,13 +222,7 @@ def run_simulated(world: EventSource, main: Coroutine[Any, Any, T]) -> T:
     runner = asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(world))
     loop = runner.get_loop()
     asyncio.set_event_loop(loop)
-    try:
-        result = runner.run(main)
-    except BaseException:
-        _close(runner, loop, world, raising=False)
-        raise
-    _close(runner, loop, world, raising=True)
-    return result
+    return signals.run_cancelling(runner, main, lambda raised: _close(runner, loop, world, raising=not raised))
 
 
 def _close(runner: asyncio.Runner, loop: asyncio.AbstractEventLoop, world: EventSource, *,

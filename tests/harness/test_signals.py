@@ -1,5 +1,6 @@
 """SIGTERM and SIGHUP stop a run as Ctrl-C does, also when the shell left SIGINT ignored; once the
-shield is up nothing interrupts teardown; handlers are put back afterwards."""
+shield is up nothing interrupts teardown; handlers are put back afterwards. While a loop runs a run's
+coroutines (``run_cancelling``), an interrupt cancels the main one where it awaits, never raised inside."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 
 import pytest
 
-from harness.signals import TEARDOWN_NOTICE, Interrupts
+from harness.signals import TEARDOWN_NOTICE, Interrupts, run_cancelling
 
 
 @pytest.fixture(autouse=True)
@@ -115,3 +116,99 @@ def test_outside_the_main_thread_nothing_is_installed() -> None:
     thread.start()
     thread.join()
     assert seen == [before]
+
+
+@pytest.mark.parametrize(("sigint", "signum"), [
+    ("default", signal.SIGTERM), ("default", signal.SIGINT), ("ignored", signal.SIGTERM), ("default", signal.SIGHUP),
+])
+def test_while_the_loop_runs_an_interrupt_cancels_main_where_it_awaits_never_where_it_lands(sigint, signum) -> None:
+    """Raised where it lands, a ``KeyboardInterrupt`` can fall between a future's completion and the
+    scheduling of its waiter's wake-up (the hung simulated run of harness.sim.loop's ``CLOSE_S``); with
+    SIGINT ignored (a script's background job) ``asyncio.run`` installs no handler and a forwarded SIGTERM
+    was raised there. Here it lands in code with no await, which must go on to its next await."""
+    if sigint == "ignored":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    seen = []
+
+    async def main() -> None:
+        try:
+            _deliver(signum)
+            seen.append("went on")
+        except KeyboardInterrupt:
+            seen.append("raised where it landed")
+            raise
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("cancelled at the await")
+            raise
+
+    with Interrupts() as interrupts, pytest.raises(KeyboardInterrupt):
+        run_cancelling(asyncio.Runner(), main())
+    assert seen == ["went on", "cancelled at the await"]
+    assert interrupts.cause() == ("Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name)
+    expected = signal.SIG_IGN if sigint == "ignored" else signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is expected
+
+
+def test_ctrl_c_stays_ignored_while_the_loop_runs_when_the_process_ignores_it() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    async def main() -> str:
+        _deliver(signal.SIGINT)
+        await asyncio.sleep(0.01)
+        return "done"
+
+    with Interrupts():
+        assert run_cancelling(asyncio.Runner(), main()) == "done"
+
+
+def test_a_main_that_catches_the_cancellation_returns_and_a_second_signal_raises_at_once() -> None:
+    async def catches() -> str:
+        try:
+            _deliver(signal.SIGTERM)
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return "caught"
+        return "not cancelled"
+
+    with Interrupts():
+        assert run_cancelling(asyncio.Runner(), catches()) == "caught"
+
+    seen = []
+
+    async def stubborn() -> None:
+        _deliver(signal.SIGTERM)  # cancels
+        try:
+            _deliver(signal.SIGTERM)  # the way out of a run that would not end: raised at once
+        except KeyboardInterrupt:
+            seen.append("second raised at once")
+            raise
+
+    with Interrupts(), pytest.raises(KeyboardInterrupt):
+        run_cancelling(asyncio.Runner(), stubborn())
+    assert seen == ["second raised at once"]
+
+
+def test_a_signal_once_main_has_ended_is_raised_after_the_loop_closes_not_inside_it() -> None:
+    """The runner's close cancels the tasks main left and runs the loop again: a signal then (here from a
+    left task's cancellation) must not break their ending; it is raised once the loop is closed."""
+    ended = []
+
+    async def left_behind() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            _deliver(signal.SIGTERM)
+            await asyncio.sleep(0)
+            ended.append("ended")
+            raise
+
+    async def main() -> str:
+        asyncio.get_running_loop().create_task(left_behind())
+        await asyncio.sleep(0)
+        return "done"
+
+    with Interrupts(), pytest.raises(KeyboardInterrupt):
+        run_cancelling(asyncio.Runner(), main())
+    assert ended == ["ended"]
