@@ -222,7 +222,8 @@ def run_simulated(world: EventSource, main: Coroutine[Any, Any, T]) -> T:
     runner = asyncio.Runner(loop_factory=lambda: VirtualTimeLoop(world))
     loop = runner.get_loop()
     asyncio.set_event_loop(loop)
-    return signals.run_cancelling(runner, main, lambda raised: _close(runner, loop, world, raising=not raised))
+    return signals.run_cancelling(runner, main,
+                                  lambda raised: _close(runner, loop, world, raising=not raised))
 
 
 def _close(runner: asyncio.Runner, loop: asyncio.AbstractEventLoop, world: EventSource, *,

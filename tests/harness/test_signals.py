@@ -119,9 +119,10 @@ def test_outside_the_main_thread_nothing_is_installed() -> None:
 
 
 @pytest.mark.parametrize(("sigint", "signum"), [
-    ("default", signal.SIGTERM), ("default", signal.SIGINT), ("ignored", signal.SIGTERM), ("default", signal.SIGHUP),
+    ("default", signal.SIGTERM), ("default", signal.SIGINT), ("ignored", signal.SIGTERM),
+    ("default", signal.SIGHUP),
 ])
-def test_while_the_loop_runs_an_interrupt_cancels_main_where_it_awaits_never_where_it_lands(sigint, signum) -> None:
+def test_while_the_loop_runs_a_signal_cancels_main_where_it_awaits_not_where_it_lands(sigint, signum) -> None:
     """Raised where it lands, a ``KeyboardInterrupt`` can fall between a future's completion and the
     scheduling of its waiter's wake-up (the hung simulated run of harness.sim.loop's ``CLOSE_S``); with
     SIGINT ignored (a script's background job) ``asyncio.run`` installs no handler and a forwarded SIGTERM
