@@ -144,7 +144,10 @@ def run_cancelling(runner: asyncio.Runner, main: Coroutine[Any, Any, T],
     raised), every interrupt meanwhile cancelling ``main`` where it awaits instead of raising
     ``KeyboardInterrupt`` wherever it lands: Ctrl-C (unless the process ignores SIGINT) and what an
     :class:`Interrupts` forwards (SIGTERM and SIGHUP, even with SIGINT ignored, as in a script's background
-    job, where ``asyncio.Runner`` installs no handler and a forwarded signal was raised inside the loop).
+    job). ``asyncio.Runner`` installs its handler only over Python's default one: with SIGINT ignored a
+    forwarded signal was raised inside the loop, and with another handler (a SparkContext started earlier
+    in the process installs one that raises) Ctrl-C was too. That handler is set aside while the loop runs
+    and put back after.
 
     As ``asyncio.Runner.run``: ``main`` ended by the cancellation raises ``KeyboardInterrupt``; ``main``
     that catches it and returns has its result returned; a second signal while ``main`` runs, or once it
@@ -174,9 +177,12 @@ def run_cancelling(runner: asyncio.Runner, main: Coroutine[Any, Any, T],
         if running or state["cancelled"]:
             raise KeyboardInterrupt
 
+    previous = signal.getsignal(signal.SIGINT)
+
     def on_sigint(signum: int, frame: FrameType | None) -> None:
-        if not state["active"]:  # put back later by an Interrupts restoring what it found: the default's
-            raise KeyboardInterrupt
+        if not state["active"]:  # put back later by an Interrupts restoring what it found: the one before
+            previous(signum, frame)
+            return
         interrupt()
 
     async def watched() -> T:
@@ -187,7 +193,7 @@ def run_cancelling(runner: asyncio.Runner, main: Coroutine[Any, Any, T],
             raise asyncio.CancelledError
         return await main
 
-    ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ours = callable(previous)  # (not when ignored, nor at the system's default: the process would end)
     if ours:
         signal.signal(signal.SIGINT, on_sigint)  # (asyncio.Runner then installs none of its own)
     _cancellers.append(interrupt)
@@ -207,7 +213,7 @@ def run_cancelling(runner: asyncio.Runner, main: Coroutine[Any, Any, T],
         state["active"] = False
         _cancellers.remove(interrupt)
         if ours and signal.getsignal(signal.SIGINT) is on_sigint:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, previous)
     if state["signals"] and not state["cancelled"]:
         raise KeyboardInterrupt  # it came once main had ended: raised here, out of the loop
     return result

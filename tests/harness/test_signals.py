@@ -213,3 +213,30 @@ def test_a_signal_once_main_has_ended_is_raised_after_the_loop_closes_not_inside
     with Interrupts(), pytest.raises(KeyboardInterrupt):
         run_cancelling(asyncio.Runner(), main())
     assert ended == ["ended"]
+
+
+def test_a_sigint_handler_of_its_own_is_set_aside_while_the_loop_runs_and_put_back_after() -> None:
+    """A SparkContext started earlier in the process leaves a SIGINT handler that raises wherever Ctrl-C
+    lands; ``asyncio.Runner`` installs its own only over Python's default, so it stayed."""
+    raised_by_it = []
+
+    def sparks(signum: int, frame: object) -> None:
+        raised_by_it.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, sparks)
+    seen = []
+
+    async def main() -> None:
+        _deliver(signal.SIGINT)
+        seen.append("went on")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("cancelled at the await")
+            raise
+
+    with Interrupts(), pytest.raises(KeyboardInterrupt):
+        run_cancelling(asyncio.Runner(), main())
+    assert seen == ["went on", "cancelled at the await"] and raised_by_it == []
+    assert signal.getsignal(signal.SIGINT) is sparks

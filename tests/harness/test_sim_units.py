@@ -155,8 +155,8 @@ def test_ctrl_c_cancels_the_simulated_run_as_asyncio_run_does_then_raises_keyboa
             seen.append(f"cancelled at {asyncio.get_running_loop().time():g} s")
             raise
 
-    # Python's own SIGINT handler, as `harness simulate` has it (a SparkContext started earlier in this
-    # process installs its own, which asyncio.run and this loop both leave in place).
+    # Python's own SIGINT handler, as `harness simulate` has it (another one, such as a SparkContext's, is
+    # set aside while the loop runs: tests/harness/test_signals.py).
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
