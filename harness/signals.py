@@ -15,10 +15,11 @@ node left SIGSTOPped). Only SIGKILL can; ``harness clean`` removes what that lea
 A signal the process was started with ignored (``nohup`` ignores SIGHUP; a shell's background job may
 ignore SIGINT) stays ignored throughout: a nohup'd night is not stopped by a closed terminal.
 
-While an event loop runs a run's coroutines (:func:`run_cancelling`), every interrupt cancels the main
-coroutine at its next ``await``, as ``asyncio.Runner`` does with Ctrl-C, and none is raised as
-``KeyboardInterrupt`` inside the loop: raised there it can land between a future's completion and the
-scheduling of its waiter's wake-up, and that task then waits for ever (``harness.sim.loop``).
+While an event loop runs a run's coroutines (:func:`run_cancelling`), an interrupt cancels the main
+coroutine at its next ``await``, as ``asyncio.Runner`` does with Ctrl-C, and is not raised as
+``KeyboardInterrupt`` inside the loop (only a second one while the main coroutine still runs is): raised
+there it can land between a future's completion and the scheduling of its waiter's wake-up, and that
+task then waits for ever (``harness.sim.loop``).
 
 Handlers can be installed only in the main thread; elsewhere (a run started from a worker thread)
 :class:`Interrupts` does nothing and the process's own handlers apply.

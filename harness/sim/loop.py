@@ -77,9 +77,9 @@ CLOSE_S = 60.0
 to end (:func:`run_simulated`): a task that outlives its cancellation (one that catches it and waits
 again) would otherwise keep the world's nodes going for ever while the loop waits for it, a run that
 never ends at 100% of a core (seen once in about 600 runs stopped by SIGTERM at a random moment: a worker
-whose awaited future held its reply but never woke it, docs/simulation.md; two ways a signal lost such a
-wake-up are closed, ``harness.signals.run_cancelling``). Closing takes virtual milliseconds when every
-task ends as it should."""
+whose awaited future held its reply but never woke it, docs/simulation.md; the ways a signal could lose
+such a wake-up that were found are closed, ``harness.signals.run_cancelling``, though which one that run
+took is not known). Closing takes virtual milliseconds when every task ends as it should."""
 
 
 class _VirtualSelector(selectors.BaseSelector):
