@@ -1,6 +1,6 @@
 """Benchmark: the deterministic simulator (issue 6, targets).
 
-Three figures, each selectable:
+Four figures, each selectable (``all``: speed, stability and matrix):
 
 * ``speed``: simulated seconds per wall second (and per CPU second, the steadier figure on a shared
   machine) of one core simulating a 5-node blazingmq cluster with 10 client processes under
@@ -11,6 +11,14 @@ Three figures, each selectable:
 * ``matrix``: the detection matrix, full size by default: every known bug in every mode it applies to,
   ``--rounds`` rounds of at most ``--max-seeds`` seeds, then ``--clean-seeds`` bug-free seeds per mode
   (all checkers), on ``--jobs`` worker processes. Writes ``matrix.json`` into ``--out``.
+* ``cores``: the node cores' own share of a seed's CPU (``speed``'s world, all checkers): the CPU seconds
+  spent inside the cores' entry points (``start``, ``tick``, ``receive``, ``request``, ``store_reply``
+  and their construction; nested calls of a sharded node counted once), and from it the bound on simulated
+  seconds per CPU second if everything else a seed does (the world, network, interpreter, client,
+  history, journals, judge) cost nothing, and what a target of ``--target`` simulated seconds per CPU
+  second would leave for everything else. Timing a call costs about 2 us of CPU (two readings of the
+  process's CPU clock, a system call each), taken out of the seed's CPU, and one reading out of the
+  time inside.
 * ``stability``: ElectionScouting off and on, under a partition isolating one follower and under the
   leader ping-pong partition (seed 000): mean leader changes during and after the partition and mean term
   growth, over ``--stability-seeds`` seeds.
@@ -23,6 +31,7 @@ second (this tree over ``DIR``), with ``--shards N`` for a cluster with N storag
 
     .venv/bin/python benchmarks/sim_bench.py speed [--seeds 5] [--time-limit 60]
     .venv/bin/python benchmarks/sim_bench.py speed --rates 10 --seeds 4 --compare /tmp/base [--shards 4]
+    .venv/bin/python benchmarks/sim_bench.py cores --rates 10 --seeds 4 [--target 100]
     .venv/bin/python benchmarks/sim_bench.py matrix [--rounds 3] [--max-seeds 1000] [--clean-seeds 2000]
     .venv/bin/python benchmarks/sim_bench.py stability [--stability-seeds 5]
 """
@@ -37,6 +46,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +103,115 @@ def speed(seeds: int, time_limit: float, nemesis: tuple[str, ...] = DEFAULT_NEME
                              "sim_per_wall": round(sim / wall, 1), "sim_per_cpu": round(sim / cpu, 1),
                              "client_ops_per_sim_s": round(ops / sim, 1), "core_calls_per_sim_s": round(calls / sim, 1)})
                 print(json.dumps(rows[-1]), flush=True)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return rows
+
+
+CORE_ENTRY_POINTS = ("__init__", "start", "tick", "receive", "request", "store_reply")
+"""What a driver calls on a node core (docs/node-core.md) or on the fluvio controller."""
+
+
+def _timed(function: Callable[..., Any], spent: list[float], depth: list[int]) -> Callable[..., Any]:
+    """``function``, adding the CPU seconds of each outermost call to ``spent[0]`` and counting it in
+    ``spent[1]``; a call made while another is running (``depth``) is part of that one."""
+    clock = time.process_time
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if depth[0]:
+            return function(*args, **kwargs)
+        depth[0] += 1
+        started = clock()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[0] += clock() - started
+            spent[1] += 1
+            depth[0] -= 1
+
+    return call
+
+
+@contextmanager
+def timed_cores(spent: list[float]) -> Iterator[None]:
+    """While the block runs, the cores' entry points (:data:`CORE_ENTRY_POINTS` of the fluvio controller,
+    ``Node`` and its subclasses) are :func:`_timed` into ``spent``; a sharded node's calls of its replicas
+    are part of its own."""
+    from cluster.core.fluvio_controller import Controller
+    from cluster.core.member import Node
+
+    depth = [0]
+    classes: list[type] = [Controller, Node]
+    for cls in classes:
+        classes.extend(sub for sub in cls.__subclasses__() if sub not in classes)
+    saved = [(cls, name, cls.__dict__[name])
+             for cls in classes for name in CORE_ENTRY_POINTS if name in cls.__dict__]
+    try:
+        for cls, name, function in saved:
+            setattr(cls, name, _timed(function, spent, depth))
+        yield
+    finally:
+        for cls, name, function in saved:
+            setattr(cls, name, function)
+
+
+def _timing_cost(calls: int = 200_000) -> tuple[float, float]:
+    """CPU seconds one timed call adds to the seed (the wrapper and two clock readings: a timed call of a
+    function that does nothing less the untimed call), and what it adds to the time measured inside (one
+    clock reading, the interval's other end)."""
+    def nothing() -> None:
+        return None
+
+    timed = _timed(nothing, [0.0, 0], [0])
+    clock = time.process_time
+    added = read = float("inf")
+    for _ in range(3):
+        started = clock()
+        for _ in range(calls):
+            timed()
+        middle = clock()
+        for _ in range(calls):
+            nothing()
+        untimed = clock() - middle
+        for _ in range(calls):
+            clock()
+        reads = clock() - middle - untimed
+        added = min(added, ((middle - started) - untimed) / calls)
+        read = min(read, reads / calls)
+    return max(added, 0.0), max(read, 0.0)
+
+
+def cores(seeds: int, time_limit: float, nemesis: tuple[str, ...], rate: float, target: float) -> list[dict]:
+    """The ``cores`` figure (module docstring): one row per seed and one for them all."""
+    rows = []
+    scratch = Path(tempfile.mkdtemp(prefix="sim-bench-"))
+    try:
+        simulate(sim_spec(0, time_limit=5.0, store=str(scratch)), scratch / "warm-up")
+        per_call, per_read = _timing_cost()
+        total = {"sim_s": 0.0, "cpu_s": 0.0, "cores_cpu_s": 0.0}
+        for seed in [*range(1, seeds + 1), None]:
+            if seed is None:
+                sim_s, cpu, inside, calls = total["sim_s"], total["cpu_s"], total["cores_cpu_s"], None
+            else:
+                spent = [0.0, 0]
+                spec = sim_spec(seed, time_limit=time_limit, rate=rate, store=str(scratch), nemesis=nemesis)
+                with timed_cores(spent):
+                    started = time.process_time()
+                    result = simulate(spec, scratch / str(seed))
+                    cpu = time.process_time() - started - spent[1] * per_call
+                sim_s, inside, calls = result.sim_seconds, spent[0] - spent[1] * per_read, spent[1]
+                for key, value in (("sim_s", sim_s), ("cpu_s", cpu), ("cores_cpu_s", inside)):
+                    total[key] += value
+            budget = sim_s / target
+            rows.append({"seed": seed if seed is not None else f"1-{seeds}", "rate_per_process": rate,
+                         "simulated_s": round(sim_s, 1), "cpu_s": round(cpu, 3),
+                         "cores_cpu_s": round(inside, 3),
+                         "core_calls": calls, "cores_share": round(inside / cpu, 3),
+                         "sim_per_cpu": round(sim_s / cpu, 1), "bound_sim_per_cpu": round(sim_s / inside, 1),
+                         f"rest_cpu_s_at_{target:g}": round(budget - inside, 3),
+                         "rest_cpu_s_now": round(cpu - inside, 3), "timing_cost_us": round(per_call * 1e6, 3),
+                         "clock_read_us": round(per_read * 1e6, 3)})
+            print(json.dumps(rows[-1]), flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return rows
@@ -176,11 +296,13 @@ def compare(other: Path, seeds: Sequence[int], argv: Sequence[str]) -> dict[str,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("figure", choices=("speed", "matrix", "stability", "all", WORKER))
+    parser.add_argument("figure", choices=("speed", "cores", "matrix", "stability", "all", WORKER))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--nemesis", default=",".join(DEFAULT_NEMESIS), help="speed: fault packages")
     parser.add_argument("--rates", default="10,2", help="speed: operations per second per process, comma-separated")
+    parser.add_argument("--target", type=float, default=100.0,
+                        help="cores: simulated seconds per CPU second to compare with (issue 28, item 3)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-seeds", type=int, default=1000)
     parser.add_argument("--clean-seeds", type=int, default=2000)
@@ -211,6 +333,10 @@ def main() -> int:
         rows = speed(args.seeds, args.time_limit, tuple(n for n in args.nemesis.split(",") if n),
                      tuple(float(r) for r in args.rates.split(",")))
         (out / "speed.json").write_text(json.dumps(rows, indent=2) + "\n")
+    if args.figure == "cores":
+        rows = cores(args.seeds, args.time_limit, tuple(n for n in args.nemesis.split(",") if n),
+                     float(args.rates.split(",")[0]), args.target)
+        (out / "cores.json").write_text(json.dumps(rows, indent=2) + "\n")
     if args.figure in ("stability", "all"):
         rows = stability_figure(range(1, args.stability_seeds + 1))
         for row in rows:
