@@ -386,7 +386,31 @@ def _adapter_name(db: object) -> str:
     return str(getattr(db, "name", type(db).__name__))
 
 
+_KNOWN: dict[tuple[Any, ...], bool] = {}
+"""What :func:`_is_async` and :func:`_accepts` found, by question and function: composing a test asks them of
+every method of every capability (a 520-case suite asked 45,000 times, half the time of loading it). A
+method is asked by its class's function, the same for every adapter of that class; a callable that is
+neither a function nor a method is asked each time."""
+
+
+def _remembered(question: str, function: Any, expected: Any, answer: Callable[[], bool]) -> bool:
+    if inspect.ismethod(function):
+        key: tuple[Any, ...] | None = (question, "method", function.__func__, expected)
+    elif inspect.isfunction(function):
+        key = (question, "function", function, expected)
+    else:
+        return answer()
+    known = _KNOWN.get(key)
+    if known is None:
+        known = _KNOWN[key] = answer()
+    return known
+
+
 def _is_async(function: Any) -> bool:
+    return _remembered("async", function, None, lambda: _coroutine_function(function))
+
+
+def _coroutine_function(function: Any) -> bool:
     try:
         return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(inspect.unwrap(function))
     except ValueError:  # a __wrapped__ chain that loops
@@ -396,6 +420,10 @@ def _is_async(function: Any) -> bool:
 def _accepts(function: Any, expected: Callable[..., Any]) -> bool:
     """Whether ``function`` can be called with the arguments the protocol's ``expected`` method takes
     (placeholders for each, positional as the harness passes them)."""
+    return _remembered("accepts", function, expected, lambda: _binds(function, expected))
+
+
+def _binds(function: Any, expected: Callable[..., Any]) -> bool:
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):  # no signature to read (a builtin): take it on trust

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import io
+import os
+import shutil
 import tarfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,15 +17,18 @@ from harness.db import (
     CAPABILITY_METHODS,
     Deployment,
     MissingCapability,
+    Process,
     StatusError,
     capabilities,
     check_capabilities,
     db_version,
     declared_capabilities,
+    has_capability,
     inferred_capabilities,
     not_applicable,
 )
-from harness.db.plugin import DBContext, installed, load_plugin
+from harness.db import plugin as plugin_module
+from harness.db.plugin import ENTRY_POINT_GROUP, DBContext, installed, load_plugin
 from nemesis.shell import FakeTime
 from tests.harness import capability_extension
 
@@ -296,3 +302,64 @@ def test_the_package_tarball_is_made_again_only_when_a_source_changes(tmp_path) 
     assert second != first and second == package_tarball(package)
     (package / "more.py").write_text("B = 23\n")
     assert _cached_tarball(package) == package_tarball(package) != second
+
+
+def _distribution(site: Path, name: str, plugin: str) -> None:
+    """A distribution installed in ``site`` that registers the DB plugin ``plugin``."""
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{plugin} = {name}:plugin\n")
+
+
+def _touched(directory: Path, second: int) -> None:
+    """``directory`` modified at ``second`` (a file's time moves in steps of a clock tick: two changes made
+    within one tick can leave the same time, so the test sets it)."""
+    os.utime(directory, ns=(second * 10**9, second * 10**9))
+
+
+def test_the_plugins_are_found_again_when_a_distribution_comes_or_goes(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    before = installed()
+    monkeypatch.syspath_prepend(str(site))
+    assert installed() == before
+    _distribution(site, "first_chaos", "first")
+    _touched(site, 1)
+    assert set(installed()) == {*before, "first"}
+    _distribution(site, "second_chaos", "second")
+    _touched(site, 2)
+    assert set(installed()) == {*before, "first", "second"}
+    shutil.rmtree(site / "first_chaos-0.1.dist-info")
+    _touched(site, 3)
+    found = installed()
+    assert set(found) == {*before, "second"}
+    assert found["second"].value == "second_chaos:plugin"
+    # Nothing changed: the scan is not made again.
+    with monkeypatch.context() as patch:
+        patch.setattr(plugin_module, "entry_points", lambda **_: pytest.fail("the entry points were read again"))
+        assert installed() == found
+        installed()["other"] = None  # a caller's copy: the kept scan is untouched
+        assert installed() == found
+
+
+class _Killable(MinimalDB):
+    def start(self, deployment: Deployment, node: str, remote: Any) -> None: ...
+
+    def kill(self, deployment: Deployment, node: str, remote: Any) -> None: ...
+
+    def is_running(self, deployment: Deployment, node: str, remote: Any) -> bool:
+        return True
+
+
+def test_a_method_replaced_on_its_class_is_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert has_capability(_Killable(), Process)
+    assert has_capability(_Killable(), Process)  # the same class's functions: the kept answers
+    monkeypatch.setattr(_Killable, "kill", lambda self, deployment: None)
+    assert not has_capability(_Killable(), Process)
+    monkeypatch.setattr(_Killable, "kill", lambda self, deployment, node, remote: None)
+    assert has_capability(_Killable(), Process)
+    db = _Killable()
+    db.start = lambda deployment: None  # an instance's own function, checked as it is
+    assert not has_capability(db, Process)
