@@ -318,8 +318,9 @@ def _touched(directory: Path, second: int) -> None:
     os.utime(directory, ns=(second * 10**9, second * 10**9))
 
 
-def test_the_plugins_are_found_again_when_a_distribution_comes_or_goes(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_plugins_are_found_again_when_a_distribution_comes_or_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     site = tmp_path / "site"
     site.mkdir()
     before = installed()
@@ -338,7 +339,7 @@ def test_the_plugins_are_found_again_when_a_distribution_comes_or_goes(tmp_path:
     assert found["second"].value == "second_chaos:plugin"
     # Nothing changed: the scan is not made again.
     with monkeypatch.context() as patch:
-        patch.setattr(plugin_module, "entry_points", lambda **_: pytest.fail("the entry points were read again"))
+        patch.setattr(plugin_module, "entry_points", lambda **_: pytest.fail("the entry points were read"))
         assert installed() == found
         installed()["other"] = None  # a caller's copy: the kept scan is untouched
         assert installed() == found
