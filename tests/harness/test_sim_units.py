@@ -13,14 +13,16 @@ from typing import Any
 
 import pytest
 
+from adapters.cluster import plugin as cluster_plugin
 from harness.cli import main
 from harness.sim import loop as loop_module
+from harness.sim import run as sim_run
 from harness.sim.clock import WALL_EPOCH, NodeClock, to_ns
 from harness.sim.disk import SimDisk
 from harness.sim.explore import parse_seeds
 from harness.sim.loop import NS, Stalled, run_simulated
 from harness.sim.network import NetworkOptions, SimNetwork
-from harness.sim.run import checker_for_bug, compose_sim, workload_for_bug
+from harness.sim.run import checker_for_bug, compose_sim, simulatable_db, workload_for_bug
 from harness.sim.shrink import Candidate, _Judge, ddmin, fault_units, with_time_limit
 from harness.spec import ConfigError, TestSpec
 from nemesis import grudge as grudges
@@ -313,3 +315,31 @@ def test_the_virtual_loop_says_when_a_task_waits_for_no_time_in_a_loop(monkeypat
     with pytest.raises(Stalled, match="stalled at 0.000 s: 1,000 turns of the loop without the virtual clock moving"):
         run_simulated(world, spin())
     assert world.seen == []
+
+
+class _Entry:
+    """An installed entry point as ``harness.db.plugin.installed`` gives it (only its value is read)."""
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+
+CLUSTER_AGAIN = cluster_plugin
+"""The cluster's plugin under another reference: a second plugin that can run in the simulator."""
+
+
+def test_the_default_db_of_simulate_is_the_one_installed_plugin_that_can_run_there(monkeypatch) -> None:
+    # Named by reference, as load_plugin takes them: the cluster and a system that cannot be simulated.
+    cluster, minimal = "adapters.cluster:plugin", "tests.harness.test_db:MinimalDB"
+    monkeypatch.setattr(sim_run, "installed", lambda: {cluster: _Entry(cluster), minimal: _Entry(minimal)})
+    assert simulatable_db() == cluster
+    with monkeypatch.context() as patch:  # asked again: the kept answers, no plugin loaded
+        patch.setattr(sim_run, "load_plugin", lambda name: pytest.fail(f"{name} was loaded again"))
+        assert simulatable_db() == cluster
+    monkeypatch.setattr(sim_run, "installed", lambda: {minimal: _Entry(minimal)})
+    with pytest.raises(ConfigError, match="none has a Simulation capability"):
+        simulatable_db()
+    again = f"{__name__}:CLUSTER_AGAIN"
+    monkeypatch.setattr(sim_run, "installed", lambda: {cluster: _Entry(cluster), again: _Entry(again)})
+    with pytest.raises(ConfigError, match=rf"several installed DB plugins .* \({cluster}, {again}\)"):
+        simulatable_db()
