@@ -388,7 +388,7 @@ def _adapter_name(db: object) -> str:
 
 _KNOWN: dict[tuple[Any, ...], bool] = {}
 """What :func:`_is_async` and :func:`_accepts` found, by question and function: composing a test asks them of
-every method of every capability (a 520-case suite asked 45,000 times, half the time of loading it). A
+every method of every capability (a 520-case suite asked 45,000 times: most of the time of loading it). A
 method is asked by its class's function, the same for every adapter of that class; a callable that is
 neither a function nor a method is asked each time."""
 

@@ -69,22 +69,25 @@ def _can_simulate(name: str, entry: str) -> bool:
     is not composed: ``harness simulate`` asked every installed plugin twice, 0.9 s of its 3.6."""
     try:
         plugin = load_plugin(name)
-        db = _default_adapter(plugin)
+        db = _default_adapter(plugin, "register")
+        workload = (tuple(getattr(db, "workloads", ()) or ()) or ("register",))[0]
+        if workload != "register":
+            db = _default_adapter(plugin, workload)  # the adapter the probe composes
         if not has_capability(db, Simulation):
             return False
-        workloads = tuple(getattr(db, "workloads", ()) or ("register",))
-        probe = compose(TestSpec(seed=0, db=name, workload=workloads[0], nemesis=(), platform="sim"))
+        probe = compose(TestSpec(seed=0, db=name, workload=workload, nemesis=(), platform="sim"))
     except (PluginError, ConfigError, ValueError):
         return False
     return has_capability(probe.db, Simulation)
 
 
-def _default_adapter(plugin: DBPlugin) -> object:
-    """The plugin's adapter with its default options, for a simulated register test on the default nodes."""
+def _default_adapter(plugin: DBPlugin, workload: str) -> object:
+    """The plugin's adapter with its default options, for a simulated test of ``workload`` on the default
+    nodes."""
     from harness.db.plugin import DBContext
 
     nodes = tuple(f"n{i}" for i in range(1, TestSpec(seed=0, db=plugin.name).nodes + 1))
-    return plugin.build(plugin.resolve({}), DBContext(seed=0, nodes=nodes, workload="register", platform="sim"))
+    return plugin.build(plugin.resolve({}), DBContext(seed=0, nodes=nodes, workload=workload, platform="sim"))
 
 
 def compose_sim(spec: TestSpec) -> Composition:
