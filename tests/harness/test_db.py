@@ -345,22 +345,13 @@ def test_the_plugins_are_found_again_when_a_distribution_comes_or_goes(
         assert installed() == found
 
 
-class _Killable(MinimalDB):
-    def start(self, deployment: Deployment, node: str, remote: Any) -> None: ...
-
-    def kill(self, deployment: Deployment, node: str, remote: Any) -> None: ...
-
-    def is_running(self, deployment: Deployment, node: str, remote: Any) -> bool:
-        return True
-
-
 def test_a_method_replaced_on_its_class_is_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert has_capability(_Killable(), Process)
-    assert has_capability(_Killable(), Process)  # the same class's functions: the kept answers
-    monkeypatch.setattr(_Killable, "kill", lambda self, deployment: None)
-    assert not has_capability(_Killable(), Process)
-    monkeypatch.setattr(_Killable, "kill", lambda self, deployment, node, remote: None)
-    assert has_capability(_Killable(), Process)
-    db = _Killable()
+    assert has_capability(KillableDB(), Process)
+    assert has_capability(KillableDB(), Process)  # the same class's functions: the kept answers
+    monkeypatch.setattr(KillableDB, "kill", lambda self, deployment: None)
+    assert not has_capability(KillableDB(), Process)
+    monkeypatch.setattr(KillableDB, "kill", lambda self, deployment, node, remote: None)
+    assert has_capability(KillableDB(), Process)
+    db = KillableDB()
     db.start = lambda deployment: None  # an instance's own function, checked as it is
     assert not has_capability(db, Process)

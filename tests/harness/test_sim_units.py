@@ -9,12 +9,14 @@ import random
 import signal
 import time
 from collections.abc import Callable
+from importlib.metadata import EntryPoint
 from typing import Any
 
 import pytest
 
 from adapters.cluster import plugin as cluster_plugin
 from harness.cli import main
+from harness.db.plugin import ENTRY_POINT_GROUP
 from harness.sim import loop as loop_module
 from harness.sim import run as sim_run
 from harness.sim.clock import WALL_EPOCH, NodeClock, to_ns
@@ -317,11 +319,9 @@ def test_the_virtual_loop_says_when_a_task_waits_for_no_time_in_a_loop(monkeypat
     assert world.seen == []
 
 
-class _Entry:
-    """An installed entry point as ``harness.db.plugin.installed`` gives it (only its value is read)."""
-
-    def __init__(self, value: str) -> None:
-        self.value = value
+def _entry(value: str) -> EntryPoint:
+    """An installed DB plugin's entry point, registered under its own reference."""
+    return EntryPoint(name=value, value=value, group=ENTRY_POINT_GROUP)
 
 
 CLUSTER_AGAIN = cluster_plugin
@@ -331,15 +331,15 @@ CLUSTER_AGAIN = cluster_plugin
 def test_the_default_db_of_simulate_is_the_one_installed_plugin_that_can_run_there(monkeypatch) -> None:
     # Named by reference, as load_plugin takes them: the cluster and a system that cannot be simulated.
     cluster, minimal = "adapters.cluster:plugin", "tests.harness.test_db:MinimalDB"
-    monkeypatch.setattr(sim_run, "installed", lambda: {cluster: _Entry(cluster), minimal: _Entry(minimal)})
+    monkeypatch.setattr(sim_run, "installed", lambda: {cluster: _entry(cluster), minimal: _entry(minimal)})
     assert simulatable_db() == cluster
     with monkeypatch.context() as patch:  # asked again: the kept answers, no plugin loaded
         patch.setattr(sim_run, "load_plugin", lambda name: pytest.fail(f"{name} was loaded again"))
         assert simulatable_db() == cluster
-    monkeypatch.setattr(sim_run, "installed", lambda: {minimal: _Entry(minimal)})
+    monkeypatch.setattr(sim_run, "installed", lambda: {minimal: _entry(minimal)})
     with pytest.raises(ConfigError, match="none has a Simulation capability"):
         simulatable_db()
     again = f"{__name__}:CLUSTER_AGAIN"
-    monkeypatch.setattr(sim_run, "installed", lambda: {cluster: _Entry(cluster), again: _Entry(again)})
+    monkeypatch.setattr(sim_run, "installed", lambda: {cluster: _entry(cluster), again: _entry(again)})
     with pytest.raises(ConfigError, match=rf"several installed DB plugins .* \({cluster}, {again}\)"):
         simulatable_db()
