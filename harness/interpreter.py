@@ -877,12 +877,16 @@ class Interpreter:
             if late > shift:
                 pacing.delayed_s += late - shift
                 shift = late
+            leader_before: str | None = None
             if step.wants_successor:
-                term_before = self.view.leader()[1]
+                leader_before, term_before = self.view.leader()
             previous, previous_at = step, self.clock()
             pacing.steps += 1
             outcomes = [await self._apply_fault_in_turn(fault) for fault in step.faults]
             awaiting = step.wants_successor and any(outcome.applied for outcome in outcomes)
+            if awaiting and step.spares(leader_before):  # a bridge through the leader: nobody is elected
+                awaiting = False
+                pacing.leader_spared += 1
             # The next hold or gap counts from when this step took effect, not from when it began: on a
             # loaded machine applying a step (a docker exec per node) can take seconds of its hold.
             applied_late = self.elapsed() - step.at

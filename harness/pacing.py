@@ -13,7 +13,8 @@ seconds of the run's clock:
   any fault of a package that is there to bring elections (``ring-storm``'s rings: :attr:`Pace.elects`
   in :mod:`nemesis.generator`), waits, beyond its drawn hold, until the status pollers see a leader in a
   newer term than the one the fault met (the successor the fault is for), at most
-  :attr:`PacingRules.successor_wait` seconds;
+  :attr:`PacingRules.successor_wait` seconds; a ring that leaves the leader the pollers know heard by
+  every node (a bridge through it) brings no election, and its heal comes at its drawn hold;
 * **serving**: a fault after a heal comes its drawn gap after the cluster serves again, that is after the
   first client operation of the chaos phase that completes ``ok`` after the heal, waiting for one at most
   :attr:`PacingRules.serve_wait` seconds beyond the fault's scheduled offset (then it comes anyway). An
@@ -37,7 +38,7 @@ drawn offset, as every run stored before pacing existed did (``harness.spec`` re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +109,20 @@ class Step:
         current leader away, or any fault of a package that is there to bring elections."""
         return not self.heal and (self.elects or self.deposes_leader)
 
+    def spares(self, leader: str | None) -> bool:
+        """Whether the step leaves ``leader`` heard by every node: partitions whose grudges cut nobody off
+        from it (a bridge through the leader). Such a ring brings no election, so its heal has no successor
+        to wait for. ``False`` when no leader is known."""
+        return leader is not None and not self.deposes_leader and all(
+            isinstance(fault, Partition) and fault.grudge is not None and not _cut_off(fault.grudge, leader)
+            for fault in self.faults
+        )
+
+
+def _cut_off(grudge: Mapping[str, frozenset[str]], node: str) -> bool:
+    """Whether ``grudge`` drops any traffic to or from ``node``."""
+    return bool(grudge.get(node)) or any(node in dropped for dropped in grudge.values())
+
 
 def deposes_leader(fault: Any) -> bool:
     """Whether ``fault`` isolates, pauses or kills the current leader."""
@@ -155,6 +170,9 @@ class PackagePacing:
     """Heals that saw the successor of the leader their fault took away."""
     no_successor: int = 0
     """Heals that came without one, after :attr:`PacingRules.successor_wait`."""
+    leader_spared: int = 0
+    """Rings that left the leader heard by every node (:meth:`Step.spares`): their heals came at their drawn
+    holds, with no successor to wait for."""
     served: int = 0
     """Faults that came after the cluster served again."""
     unserved: int = 0
@@ -165,8 +183,8 @@ class PackagePacing:
 
     def to_json(self) -> dict[str, Any]:
         return {"steps": self.steps, "delayed_s": round(self.delayed_s, 3), "successors": self.successors,
-                "no_successor": self.no_successor, "served": self.served, "unserved": self.unserved,
-                "past_limit": self.past_limit}
+                "no_successor": self.no_successor, "leader_spared": self.leader_spared, "served": self.served,
+                "unserved": self.unserved, "past_limit": self.past_limit}
 
 
 @dataclass

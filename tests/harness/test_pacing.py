@@ -193,6 +193,27 @@ def test_a_ring_wants_a_successor_whoever_it_cuts_off() -> None:
     assert not any(step.elects for step in paced["leader-churn"])
 
 
+def test_a_ring_through_the_leader_has_no_successor_to_wait_for(tmp_path) -> None:
+    # n1 leads throughout. The first ring is a bridge through n1 (n2 and n3 cannot hear each other, both
+    # hear n1): nobody loses the leader, so its heal comes at its drawn hold. The second cuts n1 off from
+    # n3: its heal waits for a successor, none comes, and it waits the whole successor_wait.
+    through_leader = Partition(kind="bridge", grudge={"n2": ["n3"], "n3": ["n2"]})
+    cutting_leader = Partition(kind="bridge", grudge={"n1": ["n3"], "n3": ["n1"]})
+    assert Step(1.0, (through_leader,), elects=True).spares("n1")
+    assert not Step(1.0, (through_leader,), elects=True).spares("n2")
+    assert not Step(1.0, (through_leader,), elects=True).spares(None)
+    assert not Step(1.0, (cutting_leader,), elects=True).spares("n1")
+    assert not Step(1.0, (Pause("leader"),)).spares("n1")
+    schedule = [Entry(at, "ring-storm", fault) for at, fault in
+                ((1.0, through_leader), (2.0, Heal()), (2.5, cutting_leader), (3.5, Heal()))]
+    _, stats, cluster = _run(tmp_path, schedule, election=None, rules=PacingRules(successor_wait=2.0))
+    chaos = [at for at, _ in cluster.applied if at < 20.0]
+    assert chaos == pytest.approx([1.0, 2.0, 2.5, 5.5], abs=0.15)
+    pacing = stats.pacing.packages["ring-storm"]
+    assert (pacing.leader_spared, pacing.no_successor, pacing.successors) == (1, 1, 0)
+    assert stats.to_json()["pacing"]["ring-storm"]["leader_spared"] == 1
+
+
 def test_a_heal_waits_for_the_successor_and_later_steps_move_with_it(tmp_path) -> None:
     # Hold 1 s, but the election takes 3 s: the heal waits until the pollers see n2 lead term 2.
     schedule = _churn((2.0, Pause("leader")), (3.0, Resume("all")), (3.5, Pause("leader")), (4.5, Resume("all")))

@@ -148,7 +148,8 @@ def test_storms_paced_by_the_clock_keep_their_offsets(tmp_path: Path) -> None:
 
 def test_a_paced_ring_is_held_until_a_newer_leader(tmp_path: Path) -> None:
     """ring-storm's rings want elections (``Pace.elects``): paced by the system, a ring's heal waits for
-    the pollers to see a leader in a newer term, as a churn's heal waits for its successor."""
+    the pollers to see a leader in a newer term, as a churn's heal waits for its successor, unless the
+    ring left the leader heard by every node (a bridge through it)."""
     spec = TestSpec(seed=1, db="cluster", db_options={"mode": "raft", "core": {"scouting": False}},
                     nemesis=("ring-storm",), time_limit=30.0, store=str(tmp_path), platform="sim",
                     storm_pacing="system")
@@ -156,5 +157,5 @@ def test_a_paced_ring_is_held_until_a_newer_leader(tmp_path: Path) -> None:
     assert result.valid is True, result.failed_checkers
     pacing = result.results["stats"]["pacing"]["ring-storm"]
     rings = pacing["steps"] // 2
-    assert rings >= 4 and pacing["successors"] + pacing["no_successor"] == rings, pacing
+    assert rings >= 4 and pacing["successors"] + pacing["no_successor"] + pacing["leader_spared"] == rings, pacing
     assert pacing["successors"] >= rings // 2, pacing
