@@ -113,7 +113,7 @@ class Step:
         """Whether the step leaves ``leader`` heard by every node: partitions whose grudges cut nobody off
         from it (a bridge through the leader). Such a ring brings no election, so its heal has no successor
         to wait for. ``False`` when no leader is known."""
-        return leader is not None and not self.deposes_leader and all(
+        return leader is not None and all(
             isinstance(fault, Partition) and fault.grudge is not None and not _cut_off(fault.grudge, leader)
             for fault in self.faults
         )
